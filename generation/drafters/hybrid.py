@@ -1,0 +1,99 @@
+"""The product's default drafter: copy from the chunks when a match exists, else draft
+with the small model, choosing source and length by expected tokens per second.
+
+Why this policy: on a CPU the n-gram copy is free to produce, so even a modest acceptance
+pays for itself, while a model draft costs a draft step per token. Acceptance of a copy
+depends strongly on how long the matched suffix is (a 1-token match is a guess, a 6-token
+match inside a quoted sentence rarely fails), so we keep one acceptance estimate per
+match length and one for the model, update them from every verification, and for each
+step pick the option (copy, model, or no draft) and the length k with the best
+E(k) / (c(k+1) + k d) under the learned pass cost c (see policy.py).
+"""
+
+from __future__ import annotations
+
+from generation.drafters.base import Draft
+from generation.drafters.model import ModelDrafter
+from generation.drafters.ngram import NgramDrafter, draft_from_match
+from generation.drafters.policy import Acceptance, PassCost, best_draft_length
+
+# prior per-token acceptance of a copy by matched suffix length (1, 2, ..., 6+): weak, quickly overridden
+COPY_PRIOR = (0.15, 0.3, 0.45, 0.55, 0.65, 0.75)
+MODEL_PRIOR = 0.6
+PRIOR_TRIALS = 4.0
+
+
+class HybridDrafter:
+    name = "hybrid"
+
+    def __init__(
+        self,
+        ngram: NgramDrafter | None,
+        model: ModelDrafter | None,
+        cost: PassCost,
+        min_copy_match: int = 1,
+        fixed_length: int | None = None,
+    ) -> None:
+        if ngram is None and model is None:
+            raise ValueError("a hybrid drafter needs an n-gram drafter, a model drafter, or both")
+        self.ngram, self.model, self.cost = ngram, model, cost
+        self.min_copy_match = min_copy_match
+        self.fixed_length = fixed_length
+        self.copy_acceptance = [Acceptance(a * PRIOR_TRIALS, PRIOR_TRIALS) for a in COPY_PRIOR]
+        self.model_acceptance = Acceptance(MODEL_PRIOR * PRIOR_TRIALS, PRIOR_TRIALS)
+        self._last: tuple[Acceptance, int] | None = None
+
+    def prefill(self, context_ids: list[int]) -> None:
+        for drafter in (self.ngram, self.model):
+            if drafter is not None:
+                drafter.prefill(context_ids)
+
+    def propose(self, context_ids: list[int], k: int) -> Draft:
+        self._last = None
+        if k <= 0:
+            return Draft()
+        match = self.ngram.lookup(context_ids, k) if self.ngram is not None else None
+        if match is not None and match.length < self.min_copy_match:
+            match = None
+        if self.fixed_length is not None:
+            return self._propose_fixed(context_ids, min(k, self.fixed_length), match)
+        choice = (0, 1.0 / self.cost(1), None)  # (length, expected tokens/s, source)
+        if match is not None:
+            stats = self._copy_stats(match.length)
+            n, rate = best_draft_length(stats.rate, self.cost, 0.0, len(match.continuation))
+            if rate > choice[1]:
+                choice = (n, rate, stats)
+        if self.model is not None:
+            step = self.model.step_seconds or 0.3 * self.cost(1)
+            n, rate = best_draft_length(self.model_acceptance.rate, self.cost, step, k)
+            if rate > choice[1]:
+                choice = (n, rate, self.model_acceptance)
+        n, _, stats = choice
+        if stats is None:
+            return Draft()
+        if stats is self.model_acceptance:
+            draft = self.model.propose(context_ids, n)
+        else:
+            draft = draft_from_match(match).truncate(n)
+        self._last = (stats, len(draft))
+        return draft
+
+    def _propose_fixed(self, context_ids: list[int], k: int, match) -> Draft:
+        """Fixed-length mode: copy when a match exists, else draft with the model."""
+        if match is not None:
+            draft = draft_from_match(match).truncate(k)
+            self._last = (self._copy_stats(match.length), len(draft))
+        elif self.model is not None:
+            draft = self.model.propose(context_ids, k)
+            self._last = (self.model_acceptance, len(draft))
+        else:
+            draft = Draft()
+        return draft
+
+    def observe(self, num_accepted: int) -> None:
+        if self._last is not None:
+            stats, drafted = self._last
+            stats.update(drafted, num_accepted)
+
+    def _copy_stats(self, match_length: int) -> Acceptance:
+        return self.copy_acceptance[min(match_length, len(self.copy_acceptance)) - 1]

@@ -1,0 +1,78 @@
+"""Draft-model drafter: a small LM of the same family proposes tokens one at a time.
+
+It keeps its own KV cache. Before drafting it syncs the cache with the context: crop to
+the longest common prefix, then feed what is missing in one pass (after a fully accepted
+draft that is the last draft token plus the bonus token; after n-gram steps, the copied
+tokens). Each token is drawn from q = logits_to_probs(draft logits), the same warping the
+target gets, and drafting stops early once the model's own top probability falls below
+`min_confidence`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from generation.cached_lm import CachedLM
+from generation.drafters.base import MODEL, Draft
+from generation.sampling import SamplingParams, logits_to_probs, sample
+
+
+class ModelDrafter:
+    name = "model"
+
+    def __init__(
+        self, lm: CachedLM, params: SamplingParams, generator: torch.Generator | None, min_confidence: float = 0.3
+    ) -> None:
+        self.lm, self.params, self.generator = lm, params, generator
+        self.min_confidence = min_confidence
+        self.fed: list[int] = []  # the tokens whose keys/values are in lm's cache
+        self._seconds, self._steps = 0.0, 0  # measured drafting cost, for the length policy
+
+    def prefill(self, context_ids: list[int]) -> None:
+        self.lm.reset()
+        self.fed = []
+        self._logits_after(context_ids)
+
+    def propose(self, context_ids: list[int], k: int) -> Draft:
+        if k <= 0:
+            return Draft()
+        start = time.perf_counter()
+        logits = self._logits_after(context_ids)
+        draft = Draft()
+        for i in range(k):
+            q = logits_to_probs(logits, self.params)
+            token = int(q.argmax()) if self.params.greedy else sample(q, self.generator)
+            draft.tokens.append(token)
+            draft.probs.append(None if self.params.greedy else q)  # greedy q is a point mass
+            draft.origins.append(MODEL)
+            confidence = float(torch.softmax(logits.float(), -1).max()) if self.params.greedy else float(q.max())
+            if i == k - 1 or confidence < self.min_confidence:
+                break
+            logits = self.lm.extend([token])[-1]
+            self.fed.append(token)
+        self._record_time(time.perf_counter() - start, len(draft))
+        return draft
+
+    def observe(self, num_accepted: int) -> None:
+        pass
+
+    def _logits_after(self, context_ids: list[int]) -> torch.Tensor:
+        """Sync the cache to context[:-1] + feed the rest; return logits for the next token."""
+        common = 0
+        limit = min(len(self.fed), len(context_ids) - 1)
+        while common < limit and self.fed[common] == context_ids[common]:
+            common += 1
+        self.lm.crop(common)
+        self.fed = list(context_ids)
+        return self.lm.extend(context_ids[common:], last_only=True)[-1]
+
+    @property
+    def step_seconds(self) -> float:
+        """Mean seconds per drafted token so far (0 before the first draft)."""
+        return self._seconds / self._steps if self._steps else 0.0
+
+    def _record_time(self, seconds: float, steps: int) -> None:
+        self._seconds += seconds
+        self._steps += steps

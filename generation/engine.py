@@ -1,0 +1,227 @@
+"""The speculative answer engine: prefill once, then draft -> verify -> emit until done.
+
+The engine works on token ids and knows nothing about retrieval or prompts. One loop
+serves every mode: with no drafter each step verifies an empty draft, which is plain
+target decoding (the `--no-speculation` reference). Each step feeds the target the last
+emitted token plus the k draft tokens in one pass, keeps the accepted prefix and one
+target token, and crops the KV cache back to what was kept.
+
+`generate` yields an Event per step: the new text (incrementally detokenized, stop
+strings held back), the new token ids, where each came from, and running stats.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from generation.cached_lm import CachedLM
+from generation.detokenizer import IncrementalDetokenizer
+from generation.drafters import Draft, HybridDrafter, ModelDrafter, NgramDrafter, Origin
+from generation.drafters.base import TARGET
+from generation.drafters.policy import PassCost
+from generation.errors import SpecragError
+from generation.sampling import SamplingParams, logits_to_probs
+from generation.stats import Stats
+from generation.stopping import StopStrings
+from generation.verifier import verify
+
+SPECULATION_MODES = ("none", "ngram", "model", "hybrid")
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    max_new_tokens: int = 256
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    stop_strings: tuple[str, ...] = ()
+    seed: int = 0
+    speculation: str = "hybrid"  # one of SPECULATION_MODES
+    max_draft: int = 16  # upper bound for the adaptive draft length
+    draft_length: int | None = None  # fixed draft length instead of the adaptive policy
+    min_draft_confidence: float = 0.3  # the draft model stops below this top probability
+
+    def __post_init__(self) -> None:
+        if self.speculation not in SPECULATION_MODES:
+            raise SpecragError(
+                f"unknown speculation mode {self.speculation!r}; use one of {', '.join(SPECULATION_MODES)}"
+            )
+        if self.max_new_tokens < 1:
+            raise SpecragError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class Event:
+    text: str
+    token_ids: list[int]
+    origins: list[Origin]
+    stats: Stats
+    finish_reason: str | None = None  # "eos" | "length" | "stop" on the last event
+
+
+@dataclass
+class Completion:
+    text: str
+    token_ids: list[int]
+    origins: list[Origin]
+    stats: Stats
+    finish_reason: str
+
+
+class Engine:
+    def __init__(
+        self,
+        target: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        draft: PreTrainedModel | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+    ) -> None:
+        self.target = CachedLM(target)
+        self.draft = CachedLM(draft) if draft is not None else None
+        self.tokenizer = tokenizer
+        self.eos = set(eos_token_ids if eos_token_ids is not None else default_eos_ids(target, tokenizer))
+        self.cost = PassCost()  # learned across answers: the machine does not change between them
+
+    def generate(
+        self, prompt_ids: Sequence[int], chunks: Sequence[Sequence[int]] = (), config: GenerationConfig | None = None
+    ) -> Iterator[Event]:
+        config = config or GenerationConfig()
+        if not prompt_ids:
+            raise SpecragError("the prompt is empty: nothing to continue")
+        generator = torch.Generator(device=self.target.device).manual_seed(config.seed)
+        stats = Stats(prompt_tokens=len(prompt_ids))
+        start = time.perf_counter()
+        drafter = self._make_drafter(config, chunks, generator)
+        self._prefill(list(prompt_ids), drafter)
+        stats.prefill_s = time.perf_counter() - start
+        yield from _Decoding(self, config, drafter, generator, stats, list(prompt_ids), start).run()
+
+    def complete(
+        self, prompt_ids: Sequence[int], chunks: Sequence[Sequence[int]] = (), config: GenerationConfig | None = None
+    ) -> Completion:
+        """Run `generate` to the end and collect the answer."""
+        text, ids, origins = [], [], []
+        event = None
+        for event in self.generate(prompt_ids, chunks, config):
+            text.append(event.text)
+            ids += event.token_ids
+            origins += event.origins
+        return Completion("".join(text), ids, origins, event.stats, event.finish_reason or "length")
+
+    def _prefill(self, prompt_ids: list[int], drafter: HybridDrafter | None) -> None:
+        self.target.reset()
+        if len(prompt_ids) > 1:  # the last prompt token is fed with the first draft
+            self.target.extend(prompt_ids[:-1], last_only=True)
+        if drafter is not None:
+            drafter.prefill(prompt_ids)
+
+    def _make_drafter(
+        self, config: GenerationConfig, chunks: Sequence[Sequence[int]], generator: torch.Generator
+    ) -> HybridDrafter | None:
+        if config.speculation == "none":
+            return None
+        ngram = NgramDrafter(chunks) if config.speculation in ("ngram", "hybrid") else None
+        model = None
+        if config.speculation in ("model", "hybrid"):
+            if self.draft is None:
+                raise SpecragError(
+                    f"speculation mode {config.speculation!r} needs a draft model; "
+                    "configure one or use --speculation ngram"
+                )
+            model = ModelDrafter(self.draft, config.sampling, generator, config.min_draft_confidence)
+        return HybridDrafter(ngram, model, self.cost, fixed_length=config.draft_length)
+
+
+class _Decoding:
+    """The state of one answer being decoded (kept out of Engine so Engine stays reusable)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        config: GenerationConfig,
+        drafter: HybridDrafter | None,
+        generator: torch.Generator,
+        stats: Stats,
+        context: list[int],
+        start: float,
+    ) -> None:
+        self.engine, self.config, self.drafter, self.generator = engine, config, drafter, generator
+        self.stats, self.context, self.start = stats, context, start
+        self.detokenizer = IncrementalDetokenizer(engine.tokenizer)
+        self.stops = StopStrings(config.stop_strings)
+        self.emitted = 0
+
+    def run(self) -> Iterator[Event]:
+        decode_start = time.perf_counter()
+        while True:
+            tokens, origins = self._step()
+            text, ids, kept_origins, finish = self._emit(tokens, origins)
+            now = time.perf_counter()
+            if self.stats.new_tokens == 0 and ids:
+                self.stats.ttft_s = now - self.start
+            self.stats.new_tokens += len(ids)
+            self.stats.decode_s = now - decode_start
+            if finish in ("eos", "length"):
+                tail, stopped = self.stops.push(self.detokenizer.flush())
+                text += tail + ("" if stopped else self.stops.flush())
+            yield Event(text, ids, kept_origins, self.stats, finish)
+            if finish is not None:
+                return
+
+    def _step(self) -> tuple[list[int], list[Origin]]:
+        """One target pass: verify a draft, return the accepted tokens and their origins."""
+        budget = self.config.max_new_tokens - self.emitted
+        draft = Draft()
+        if self.drafter is not None and budget > 1:
+            draft = self.drafter.propose(self.context, min(self.config.max_draft, budget - 1))
+        target = self.engine.target
+        base = target.length
+        started = time.perf_counter()
+        logits = target.extend([self.context[-1], *draft.tokens])
+        probs = logits_to_probs(logits, self.config.sampling)
+        tokens = verify(probs, draft.tokens, draft.probs, self.generator, self.config.sampling.greedy)
+        self.engine.cost.record(len(draft) + 1, time.perf_counter() - started)
+        accepted = len(tokens) - 1
+        target.crop(base + 1 + accepted)  # keep the fed token and the accepted draft
+        self.stats.target_passes += 1
+        if self.drafter is not None:
+            self.drafter.observe(accepted)
+        for i, origin in enumerate(draft.origins):
+            self.stats.drafted[origin.drafter] += 1
+            self.stats.accepted[origin.drafter] += i < accepted
+        return tokens, [*draft.origins[:accepted], TARGET]
+
+    def _emit(self, tokens: list[int], origins: list[Origin]) -> tuple[str, list[int], list[Origin], str | None]:
+        """Append tokens one at a time, stopping at EOS, the token budget or a stop string."""
+        text, kept, finish = [], 0, None
+        for token in tokens:
+            self.context.append(token)
+            self.emitted += 1
+            kept += 1
+            if token in self.engine.eos:
+                finish = "eos"
+                break
+            safe, stopped = self.stops.push(self.detokenizer.push([token]))
+            text.append(safe)
+            if stopped:
+                finish = "stop"
+                break
+            if self.emitted >= self.config.max_new_tokens:
+                finish = "length"
+                break
+        return "".join(text), tokens[:kept], origins[:kept], finish
+
+
+def default_eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """EOS ids from the generation config (may be a list) and the tokenizer."""
+    ids: set[int] = set()
+    config = getattr(model, "generation_config", None)
+    for source in (getattr(config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(source, int):
+            ids.add(source)
+        elif source is not None:
+            ids.update(int(i) for i in source)
+    return sorted(ids)

@@ -1,0 +1,101 @@
+"""Loading the target and draft models: resolve names, pick device and dtype, check vocab.
+
+A model name is `default-target` / `default-draft` (the packaged GGUFs, converted once
+into the cache), a local Hugging Face model directory, or a hub id for users who have a
+network. Target and draft must tokenize identically or their drafts cannot be verified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from generation.errors import ModelError, VocabularyMismatchError
+from generation.model_store import PACKAGED, ensure_packaged_model
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class LoadedModels:
+    target: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    draft: PreTrainedModel | None
+    target_path: str
+    draft_path: str | None
+    device: torch.device
+
+
+def resolve_model(name: str) -> str:
+    """A loadable path or hub id for a model name."""
+    if name in PACKAGED:
+        return str(ensure_packaged_model(name))
+    if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
+        raise ModelError(f"model directory {name} does not exist; pass a Hugging Face model folder or a hub id")
+    return str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {device} was asked for but CUDA is not available; use --device cpu")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """float32 on CPU (bf16 matmuls are slower there past a few tokens), bf16/fp16 on GPU."""
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if dtype not in DTYPES:
+        raise ModelError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def load_causal_lm(path: str, device: torch.device, dtype: torch.dtype) -> PreTrainedModel:
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except OSError as err:
+        raise ModelError(f"cannot load a causal LM from {path}: {err}") from err
+    return model.to(device).eval()
+
+
+def check_same_vocabulary(
+    target_tok: PreTrainedTokenizerBase,
+    draft_tok: PreTrainedTokenizerBase,
+    target: PreTrainedModel,
+    draft: PreTrainedModel,
+) -> None:
+    """Refuse a draft whose token ids mean something else than the target's."""
+    t_size, d_size = target.get_output_embeddings().out_features, draft.get_output_embeddings().out_features
+    if t_size != d_size:
+        raise VocabularyMismatchError(
+            f"target and draft models must share a vocabulary: the target scores {t_size} tokens, "
+            f"the draft {d_size}; pick a draft model of the same family"
+        )
+    if target_tok.get_vocab() != draft_tok.get_vocab():
+        raise VocabularyMismatchError(
+            "target and draft models must share a vocabulary: their tokenizers map tokens to different ids; "
+            "pick a draft model of the same family"
+        )
+
+
+def load_models(
+    target: str = "default-target", draft: str | None = "default-draft", device: str = "auto", dtype: str = "auto"
+) -> LoadedModels:
+    dev = pick_device(device)
+    torch_dtype = pick_dtype(dtype, dev)
+    target_path = resolve_model(target)
+    tokenizer = AutoTokenizer.from_pretrained(target_path)
+    target_model = load_causal_lm(target_path, dev, torch_dtype)
+    draft_model, draft_path = None, None
+    if draft:
+        draft_path = resolve_model(draft)
+        draft_model = load_causal_lm(draft_path, dev, torch_dtype)
+        check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_path), target_model, draft_model)
+    return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev)

@@ -1,0 +1,43 @@
+"""Tiny randomly initialised models and a byte-level tokenizer for fast offline tests."""
+
+from __future__ import annotations
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+EOS = "<eos>"
+
+
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per byte (the 256 byte-level symbols) plus an EOS token: ids 0..256."""
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {symbol: i for i, symbol in enumerate(sorted(alphabet))}
+    vocab[EOS] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS)
+    return fast
+
+
+def tiny_lm(
+    seed: int, vocab_size: int = 257, hidden: int = 64, layers: int = 2, sharpness: float = 1.0
+) -> Qwen2ForCausalLM:
+    """A random 2-layer Qwen2; `sharpness` scales the output head (larger = peakier, more repetitive)."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        eos_token_id=vocab_size - 1,
+    )
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(sharpness)
+    return model
