@@ -1,0 +1,230 @@
+"""Offline checks of the bundled runbooks, the Slurm question set and the Slurm docs recipe."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import corpora
+from corpora import slurm
+
+RUNBOOKS = sorted(corpora.bundled_runbooks_dir().glob("*.md"))
+QUESTIONS_PATH = corpora.slurm_questions_path()
+
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+_SECRET_PATTERNS = {
+    "private key block": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "credential assignment": re.compile(
+        r"(?i)\b(password|passwd|passphrase|secret|api[_-]?key|(?:access|auth|bearer)[_-]?token)\s*[:=]\s*['\"]?[^\s'\"<]{4,}"
+    ),
+    "inline ipmitool password": re.compile(r"ipmitool[^\n]*\s-P\s"),
+    "inline mysql password": re.compile(r"mysql[^\n]*\s-p\S"),
+}
+_URL_HOST = re.compile(r"\b(?:https?|davs?|root|xroot)://([A-Za-z0-9.-]+)")
+_EMAIL = re.compile(r"\b[\w.+-]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
+
+
+def _prose(text: str) -> str:
+    """Markdown without fenced code blocks, so '# comment' lines in shell snippets are not headings."""
+    return _FENCE.sub("", text)
+
+
+def _load_questions() -> list[dict]:
+    lines = [ln for ln in QUESTIONS_PATH.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return [json.loads(ln) for ln in lines]
+
+
+# --- runbooks ---------------------------------------------------------------------------------
+
+
+def test_runbook_corpus_is_bundled() -> None:
+    assert corpora.bundled_runbooks_dir().is_dir()
+    assert len(RUNBOOKS) >= 16
+
+
+@pytest.mark.parametrize("path", RUNBOOKS, ids=lambda p: p.name)
+def test_runbook_structure(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    prose = _prose(text)
+    first = next(ln for ln in text.splitlines() if ln.strip())
+    assert first.startswith("# "), f"{path.name}: must open with a '# Title' line"
+    assert len(re.findall(r"^# ", prose, re.M)) == 1, f"{path.name}: exactly one H1 expected"
+    assert len(re.findall(r"^## \S", prose, re.M)) >= 3, f"{path.name}: needs at least 3 '## ' sections"
+    words = len(text.split())
+    assert 400 <= words <= 1200, f"{path.name}: {words} words, expected 400-1200"
+    assert text.count("```") % 2 == 0, f"{path.name}: unbalanced code fence"
+
+
+@pytest.mark.parametrize("path", RUNBOOKS, ids=lambda p: p.name)
+def test_runbook_has_no_secrets_or_real_addresses(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    for label, pattern in _SECRET_PATTERNS.items():
+        match = pattern.search(text)
+        assert match is None, f"{path.name}: looks like a {label}: {match.group(0)!r}"
+    for host in _URL_HOST.findall(text) + _EMAIL.findall(text):
+        assert re.search(r"(^|\.)example\.(org|com|net)$", host), f"{path.name}: non-example host {host!r}"
+
+
+def test_runbooks_answer_core_operator_questions() -> None:
+    """The questions the web chat is demonstrated with have a direct answer in one document."""
+    by_name = {p.name: p.read_text(encoding="utf-8") for p in RUNBOOKS}
+    expectations = {
+        "job-exit-codes.md": ["137", "SIGKILL", "143", "OUT_OF_MEMORY"],
+        "certificate-expiry.md": ["openssl x509", "-enddate", "-checkend", "voms-proxy-info"],
+        "crl-updates.md": ["fetch-crl", "nextupdate"],
+        "escalation-matrix.md": ["P1", "On-call Site Administrator", "Site Security Officer"],
+        "glossary.md": ["Space token", "CVMFS", "GOCDB"],
+    }
+    for name, needles in expectations.items():
+        assert name in by_name, f"missing runbook {name}"
+        for needle in needles:
+            assert needle in by_name[name], f"{name} should mention {needle!r}"
+
+
+# --- Slurm question set ---------------------------------------------------------------------------
+
+
+def test_questions_are_well_formed() -> None:
+    questions = _load_questions()
+    assert len(questions) >= 36
+    ids = [q["id"] for q in questions]
+    assert len(ids) == len(set(ids)), "question ids must be unique"
+    for q in questions:
+        assert set(q) == {"id", "question", "gold", "answer_hint"}, q["id"]
+        assert re.fullmatch(r"slurm-\d{3}", q["id"]), q["id"]
+        assert q["question"].strip().endswith("?"), q["id"]
+        assert q["answer_hint"].strip(), q["id"]
+        assert isinstance(q["gold"], list) and q["gold"], q["id"]
+        assert len(set(q["gold"])) == len(q["gold"]), f"{q['id']}: duplicate gold page"
+        for page in q["gold"]:
+            assert re.fullmatch(r"[\w.-]+\.html", page), f"{q['id']}: gold must be an html basename: {page}"
+            assert page not in q["question"], f"{q['id']}: question names its own gold page"
+
+
+def test_gold_pages_exist_in_slurm_docs() -> None:
+    # Uses the installed package or an extracted cache when present; otherwise downloads it with apt.
+    # A CorpusError here (no apt, no network) fails the test with the reason rather than skipping.
+    docs = slurm.ensure_slurm_docs()
+    assert sum(1 for _ in docs.glob("*.html")) >= 100
+    missing = {(q["id"], page) for q in _load_questions() for page in q["gold"] if not (docs / page).is_file()}
+    assert not missing, f"gold pages not in {docs}: {sorted(missing)}"
+
+
+# --- ensure_slurm_docs without network ---------------------------------------------------------------
+
+
+def _fake_fetch(pages: int = slurm.MIN_PAGES, fail_after_write: bool = False):
+    """A stand-in for the apt-get download + dpkg -x step that writes pages under the scratch dir."""
+    calls: list[Path] = []
+
+    def fetch(workdir: Path) -> Path:
+        calls.append(workdir)
+        html = workdir / "root" / slurm.HTML_SUBPATH
+        html.mkdir(parents=True)
+        (html / slurm.MARKER_PAGE).write_text("<html>slurm.conf</html>")
+        for i in range(pages - 1):
+            (html / f"page{i:03d}.html").write_text("<html></html>")
+        if fail_after_write:
+            raise slurm.CorpusError("simulated failure half-way through unpacking")
+        return html
+
+    return fetch, calls
+
+
+@pytest.fixture
+def no_system_docs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setattr(slurm, "SYSTEM_HTML", tmp_path / "not-installed")
+    return tmp_path / "cache"
+
+
+def test_extracts_aside_then_renames_into_place(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
+    fetch, calls = _fake_fetch()
+    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    result = slurm.ensure_slurm_docs(no_system_docs)
+    assert result == no_system_docs / "html"
+    assert slurm.has_pages(result)
+    assert calls and calls[0].parent == no_system_docs and calls[0].name.startswith(".extract-")
+    assert sorted(p.name for p in no_system_docs.iterdir()) == ["html"], "scratch folder must be cleaned up"
+
+    # A second call reuses the cache and never fetches again.
+    def boom(_: Path) -> Path:
+        raise AssertionError("fetched although the cache is complete")
+
+    monkeypatch.setattr(slurm, "_fetch_html", boom)
+    assert slurm.ensure_slurm_docs(no_system_docs) == result
+
+
+def test_failed_extraction_leaves_no_partial_corpus(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
+    fetch, _ = _fake_fetch(fail_after_write=True)
+    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    with pytest.raises(slurm.CorpusError, match="half-way"):
+        slurm.ensure_slurm_docs(no_system_docs)
+    assert list(no_system_docs.iterdir()) == []
+
+
+def test_too_few_pages_is_rejected(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
+    fetch, _ = _fake_fetch(pages=3)
+    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    with pytest.raises(slurm.CorpusError, match="layout"):
+        slurm.ensure_slurm_docs(no_system_docs)
+    assert not (no_system_docs / "html").exists()
+
+
+def test_incomplete_cache_is_replaced(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
+    stale = no_system_docs / "html"
+    stale.mkdir(parents=True)
+    (stale / "leftover.html").write_text("old")
+    fetch, calls = _fake_fetch()
+    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    result = slurm.ensure_slurm_docs(no_system_docs)
+    assert len(calls) == 1 and slurm.has_pages(result)
+    assert not (result / "leftover.html").exists()
+    assert sorted(p.name for p in no_system_docs.iterdir()) == ["html"]
+
+
+def test_installed_package_is_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    system = tmp_path / "usr-share-doc"
+    system.mkdir()
+    (system / slurm.MARKER_PAGE).write_text("x")
+    for i in range(slurm.MIN_PAGES):
+        (system / f"p{i}.html").write_text("x")
+    monkeypatch.setattr(slurm, "SYSTEM_HTML", system)
+    monkeypatch.setattr(slurm, "_fetch_html", lambda _: pytest.fail("must not download"))
+    assert slurm.ensure_slurm_docs(tmp_path / "cache") == system
+
+
+def test_missing_apt_names_what_to_install(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
+    monkeypatch.setattr(slurm.shutil, "which", lambda _: None)
+    with pytest.raises(slurm.CorpusError, match="slurm-wlm-doc") as err:
+        slurm.ensure_slurm_docs(no_system_docs)
+    assert "apt-get" in str(err.value)
+    assert not (no_system_docs / "html").exists()
+
+
+def test_failed_download_explains_apt_update(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+    def fake_run(cmd, **_kwargs):
+        return subprocess.CompletedProcess(cmd, 100, "", "E: Unable to locate package slurm-wlm-doc\n")
+
+    monkeypatch.setattr(slurm.subprocess, "run", fake_run)
+    with pytest.raises(slurm.CorpusError, match="apt-get update") as err:
+        slurm.ensure_slurm_docs(no_system_docs)
+    assert "Unable to locate package" in str(err.value)
+
+
+def test_default_cache_dir_follows_specrag_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPECRAG_HOME", str(tmp_path))
+    assert slurm.default_cache_dir() == tmp_path / "corpora" / "slurm"
+    monkeypatch.delenv("SPECRAG_HOME")
+    assert slurm.default_cache_dir() == Path.home() / ".cache" / "specrag" / "corpora" / "slurm"
+
+
+def test_corpus_error_is_a_specrag_error() -> None:
+    from generation.errors import SpecragError
+
+    assert issubclass(slurm.CorpusError, SpecragError)
