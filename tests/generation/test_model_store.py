@@ -1,0 +1,71 @@
+"""Assembling packaged GGUF parts: missing packages, checksum mismatch, atomic output."""
+
+import hashlib
+import sys
+
+import pytest
+
+from generation.errors import ModelError, VocabularyMismatchError
+from generation.model_store import PackagedGGUF, assemble_gguf, part_paths
+from generation.models import check_same_vocabulary, resolve_model
+from tiny import tiny_lm
+
+
+def fake_parts(tmp_path, monkeypatch, prefix: str, blobs: list[bytes]) -> None:
+    """Install importable packages prefix1..N, each with data/partNN.bin, like the model wheels."""
+    site = tmp_path / "site"
+    for n, blob in enumerate(blobs, start=1):
+        package = site / f"{prefix}{n}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"part{n:02d}.bin").write_bytes(blob)
+    monkeypatch.syspath_prepend(str(site))
+    for name in list(sys.modules):
+        if name.startswith(prefix):
+            del sys.modules[name]
+
+
+def spec(prefix: str, parts: int, sha: str) -> PackagedGGUF:
+    return PackagedGGUF(
+        alias="fake-model",
+        description="fake test model",
+        distribution=prefix.replace("_", "-"),
+        parts=parts,
+        version="0.0.1",
+        sha256=sha,
+    )
+
+
+def test_parts_are_concatenated_in_order_and_verified(tmp_path, monkeypatch):
+    blobs = [b"GGUF-head-", b"middle-", b"tail" * 1000]
+    fake_parts(tmp_path, monkeypatch, "fakegguf_ok_part", blobs)
+    sha = hashlib.sha256(b"".join(blobs)).hexdigest()
+    path = assemble_gguf(spec("fakegguf_ok_part", 3, sha), tmp_path / "cache")
+    assert path.read_bytes() == b"".join(blobs)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_checksum_mismatch_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
+    fake_parts(tmp_path, monkeypatch, "fakegguf_bad_part", [b"abc", b"def"])
+    with pytest.raises(ModelError, match=r"checksum mismatch.*fakegguf-bad-part1\.\.2.*force-reinstall"):
+        assemble_gguf(spec("fakegguf_bad_part", 2, "0" * 64), tmp_path / "cache")
+    assert list((tmp_path / "cache" / "gguf").iterdir()) == []
+
+
+def test_missing_model_packages_name_the_install_command(tmp_path, monkeypatch):
+    fake_parts(tmp_path, monkeypatch, "fakegguf_partial_part", [b"only one"])
+    expected = r"missing model packages: fakegguf-partial-part2.*pip install -e '\.\[models\]'"
+    with pytest.raises(ModelError, match=expected):
+        part_paths(spec("fakegguf_partial_part", 3, "0" * 64))
+
+
+def test_missing_local_model_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve_model(str(tmp_path / "no-such-model"))
+
+
+def test_vocabulary_mismatch_is_refused(tokenizer):
+    target, other = tiny_lm(0), tiny_lm(1, vocab_size=300)
+    with pytest.raises(VocabularyMismatchError, match="share a vocabulary"):
+        check_same_vocabulary(tokenizer, tokenizer, target, other)
+    check_same_vocabulary(tokenizer, tokenizer, target, tiny_lm(2))  # same family: accepted
