@@ -13,7 +13,7 @@ strings held back), the new token ids, where each came from, and running stats.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -100,21 +100,25 @@ class Engine:
         yield from _Decoding(self, config, drafter, generator, stats, list(prompt_ids), start).run()
 
     def complete(
-        self, prompt_ids: Sequence[int], chunks: Sequence[Sequence[int]] = (), config: GenerationConfig | None = None
+        self,
+        prompt_ids: Sequence[int],
+        chunks: Sequence[Sequence[int]] = (),
+        config: GenerationConfig | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
-        """Run `generate` to the end and collect the answer."""
+        """Run `generate` to the end and collect the answer, passing each text delta to `on_text`."""
         text, ids, origins = [], [], []
         event = None
         for event in self.generate(prompt_ids, chunks, config):
+            if on_text is not None and event.text:
+                on_text(event.text)
             text.append(event.text)
             ids += event.token_ids
             origins += event.origins
         return Completion("".join(text), ids, origins, event.stats, event.finish_reason or "length")
 
     def _prefill(self, prompt_ids: list[int], drafter: HybridDrafter | None) -> None:
-        self.target.reset()
-        if len(prompt_ids) > 1:  # the last prompt token is fed with the first draft
-            self.target.extend(prompt_ids[:-1], last_only=True)
+        self.target.prefill(prompt_ids[:-1])  # the last prompt token is fed with the first draft
         if drafter is not None:
             drafter.prefill(prompt_ids)
 

@@ -31,9 +31,8 @@ class ModelDrafter:
         self._seconds, self._steps = 0.0, 0  # measured drafting cost, for the length policy
 
     def prefill(self, context_ids: list[int]) -> None:
-        self.lm.reset()
-        self.fed = []
-        self._logits_after(context_ids)
+        self.lm.prefill(context_ids[:-1])
+        self.fed = list(context_ids[:-1])
 
     def propose(self, context_ids: list[int], k: int) -> Draft:
         if k <= 0:
