@@ -14,6 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from generation.errors import ModelError, VocabularyMismatchError
+from generation.linear_layout import patch_linear_layout
 from generation.model_store import PACKAGED, ensure_packaged_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -27,6 +28,8 @@ class LoadedModels:
     target_path: str
     draft_path: str | None
     device: torch.device
+    draft_int8: bool = False
+    linear_layout_patched: bool = False
 
 
 def resolve_model(name: str) -> str:
@@ -85,17 +88,44 @@ def check_same_vocabulary(
         )
 
 
+def quantize_draft_int8(model: PreTrainedModel) -> PreTrainedModel:
+    """Dynamic int8 weights for the draft's linear layers (CPU only).
+
+    Safe for exactness: the draft only proposes, and its proposal distribution q is
+    computed by the quantized model that actually samples the draft. It cuts a draft
+    step several fold on a memory-bound CPU.
+    """
+    import warnings
+
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # per-output-channel weight scales: per-tensor scales lose too much on a 0.5B model
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+
+
 def load_models(
-    target: str = "default-target", draft: str | None = "default-draft", device: str = "auto", dtype: str = "auto"
+    target: str = "default-target",
+    draft: str | None = "default-draft",
+    device: str = "auto",
+    dtype: str = "auto",
+    draft_int8: str = "auto",
+    linear_layout: str = "auto",
 ) -> LoadedModels:
+    """Load target (+ draft). draft_int8 / linear_layout: "auto" (CPU only), "on" or "off"."""
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)
     target_path = resolve_model(target)
     tokenizer = AutoTokenizer.from_pretrained(target_path)
     target_model = load_causal_lm(target_path, dev, torch_dtype)
-    draft_model, draft_path = None, None
+    patched = patch_linear_layout(target_model, linear_layout if dev.type == "cpu" else "off")
+    draft_model, draft_path, int8 = None, None, False
     if draft:
         draft_path = resolve_model(draft)
         draft_model = load_causal_lm(draft_path, dev, torch_dtype)
         check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_path), target_model, draft_model)
-    return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev)
+        int8 = dev.type == "cpu" and torch_dtype == torch.float32 and draft_int8 in ("auto", "on")
+        if int8:
+            draft_model = quantize_draft_int8(draft_model)
+    return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, int8, patched)
