@@ -1,0 +1,198 @@
+"""Retrieval benchmark: ingest timings, hit@5 of hybrid / dense / BM25, and hybrid query latency.
+
+    python -m app.bench_retrieval --index DIR --questions corpora/slurm/questions.jsonl [--out FILE.json]
+
+Unless --skip-ingest is given, the corpus (--docs, default: the Slurm docs) is copied next to
+the index (DIR-docs/) and ingested into DIR from scratch, timed: full ingest, re-ingest with
+nothing changed (in process and through the CLI), one file touched (same bytes), one file
+edited, and the edit reverted. Then every question is asked of the three retrievers; a hit
+means one of the top-5 chunks comes from a gold page (sources compared by file name).
+Latency is measured on the hybrid retriever with k=8 after a warm-up, over all questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from retrieval.retriever import Retriever
+
+WARMUP = 5
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m app.bench_retrieval", description=__doc__.split("\n")[0])
+    parser.add_argument("--index", type=Path, required=True, help="index directory to build and evaluate")
+    parser.add_argument("--questions", type=Path, required=True, help="JSONL: {id, question, gold: [file names]}")
+    parser.add_argument("--docs", type=Path, help="corpus folder (default: the Slurm docs via corpora.slurm)")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--skip-ingest", action="store_true", help="evaluate the existing index only")
+    parser.add_argument("--repeats", type=int, default=3, help="latency passes over the questions (default 3)")
+    return parser.parse_args(argv)
+
+
+# --- ingest timings --------------------------------------------------------------------------------
+
+
+def timed_ingest(docs: Path, index: Path, **options) -> dict:
+    from retrieval.ingest import IngestOptions, ingest
+
+    report = ingest([docs], index, IngestOptions(**options))
+    return {
+        "seconds": report.seconds,
+        "written": report.written,
+        "files_reembedded": len(report.added) + len(report.updated),
+        "chunks_embedded": report.embedded_chunks,
+        "chunks": report.chunks,
+        "skipped": report.skipped,
+        "timings": report.timings,
+    }
+
+
+def cli_ingest_seconds(docs: Path, index: Path) -> float:
+    """Wall time of `specrag ingest` in a fresh interpreter (imports included)."""
+    started = time.perf_counter()
+    code = "import sys; from app.cli import main; sys.exit(main(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", code, "ingest", str(docs), "--index", str(index), "--quiet"]
+    subprocess.run(cmd, check=True, capture_output=True, cwd=Path(__file__).resolve().parents[1])
+    return round(time.perf_counter() - started, 3)
+
+
+def median_file(docs: Path) -> Path:
+    from retrieval.loaders import kind_of
+
+    files = sorted((p for p in docs.rglob("*") if p.is_file() and kind_of(p)), key=lambda p: (p.stat().st_size, p.name))
+    return files[len(files) // 2]
+
+
+def ingest_timings(source: Path, index: Path) -> dict:
+    docs = index.with_name(index.name + "-docs")
+    shutil.rmtree(docs, ignore_errors=True)
+    shutil.copytree(source, docs, symlinks=True)
+    results = {"docs": str(docs), "full": timed_ingest(docs, index, rebuild=True, progress=True)}
+    results["unchanged"] = timed_ingest(docs, index)
+    results["unchanged_cli_seconds"] = cli_ingest_seconds(docs, index)
+    victim = median_file(docs)
+    original = victim.read_bytes()
+    os.utime(victim)
+    results["touched"] = {"file": victim.name, **timed_ingest(docs, index)}
+    victim.write_bytes(edited(original))
+    results["edited"] = {"file": victim.name, **timed_ingest(docs, index)}
+    victim.write_bytes(original)
+    results["reverted"] = {"file": victim.name, **timed_ingest(docs, index)}
+    return results
+
+
+def edited(data: bytes) -> bytes:
+    note = b"<p>Edited by the retrieval benchmark: this paragraph changes the page.</p>"
+    return data.replace(b"</body>", note + b"</body>", 1) if b"</body>" in data else data + b"\n" + note
+
+
+# --- quality and latency ---------------------------------------------------------------------------
+
+
+def load_questions(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def hit_rate(retriever: Retriever, questions: list[dict], k: int = 5) -> dict:
+    misses = []
+    for q in questions:
+        names = {Path(r.source).name for r in retriever.retrieve(q["question"], k=k)}
+        if not names & set(q["gold"]):
+            misses.append(q["id"])
+    return {f"hit@{k}": round(1 - len(misses) / len(questions), 4), "misses": misses}
+
+
+def latency_ms(retriever: Retriever, questions: list[dict], k: int, repeats: int) -> dict:
+    for q in questions[:WARMUP]:
+        retriever.retrieve(q["question"], k=k)
+    samples = []
+    for _ in range(repeats):
+        for q in questions:
+            started = time.perf_counter()
+            retriever.retrieve(q["question"], k=k)
+            samples.append((time.perf_counter() - started) * 1000)
+    p50, p95 = np.percentile(samples, [50, 95])
+    return {"k": k, "queries": len(samples), "p50": round(p50, 2), "p95": round(p95, 2), "max": round(max(samples), 2)}
+
+
+def evaluate(index: Path, questions: list[dict], repeats: int) -> dict:
+    from retrieval.retriever import open_index
+
+    started = time.perf_counter()
+    hybrid = open_index(index)
+    results = {"open_index_seconds": round(time.perf_counter() - started, 3), "chunks": len(hybrid.index)}
+    for name, retriever in (("hybrid", hybrid), ("dense", hybrid.dense), ("bm25", hybrid.bm25)):
+        results[name] = hit_rate(retriever, questions)
+    results["latency_ms"] = {
+        name: latency_ms(retriever, questions, k=8, repeats=repeats)
+        for name, retriever in (("hybrid", hybrid), ("dense", hybrid.dense), ("bm25", hybrid.bm25))
+    }
+    return results
+
+
+def write_atomically(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def summary(results: dict) -> str:
+    lines = []
+    if "ingest" in results:
+        ing = results["ingest"]
+        lines.append(
+            f"ingest: full {ing['full']['seconds']:.1f} s ({ing['full']['chunks']} chunks), "
+            f"unchanged {ing['unchanged']['seconds']:.2f} s (CLI {ing['unchanged_cli_seconds']:.2f} s), "
+            f"touched {ing['touched']['seconds']:.2f} s ({ing['touched']['files_reembedded']} files re-embedded), "
+            f"edited {ing['edited']['seconds']:.1f} s ({ing['edited']['files_reembedded']} file, "
+            f"{ing['edited']['chunks_embedded']} chunks re-embedded)"
+        )
+    ev = results["eval"]
+    lines.append(
+        "hit@5: "
+        + ", ".join(f"{name} {ev[name]['hit@5']:.3f}" for name in ("hybrid", "dense", "bm25"))
+        + f" over {results['questions']} questions"
+    )
+    lat = ev["latency_ms"]
+    lines.append(
+        "latency k=8 (ms): "
+        + ", ".join(
+            f"{name} p50 {lat[name]['p50']:.1f} p95 {lat[name]['p95']:.1f}" for name in ("hybrid", "dense", "bm25")
+        )
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    index = args.index.expanduser().resolve()
+    results: dict = {"index": str(index), "questions": 0, "machine": {"cpus": os.cpu_count()}}
+    if not args.skip_ingest:
+        from corpora.slurm import ensure_slurm_docs
+
+        results["ingest"] = ingest_timings(args.docs or ensure_slurm_docs(), index)
+    questions = load_questions(args.questions)
+    results["questions"] = len(questions)
+    results["eval"] = evaluate(index, questions, args.repeats)
+    if args.out:
+        write_atomically(args.out, results)
+    print(summary(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""`specrag ingest`: build or refresh the hybrid index from folders of documents or a named corpus."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+CORPORA = ("slurm", "runbooks")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ingest",
+        help="index documents (.md .txt .rst .html .htm .pdf) for search",
+        description="Index folders of documents; re-running embeds only new or changed files "
+        "and drops chunks of removed ones. With no PATH, refreshes the folders the index already tracks.",
+    )
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or folders (walked recursively)")
+    parser.add_argument("--corpus", action="append", choices=CORPORA, default=[], help="a named corpus (repeatable)")
+    parser.add_argument(
+        "--index", type=Path, help="index directory (default: $SPECRAG_HOME/index or ~/.cache/specrag/index)"
+    )
+    parser.add_argument("--rebuild", action="store_true", help="start a fresh index (e.g. to change model or chunking)")
+    parser.add_argument("--model", help="sentence-transformers model directory (default: packaged all-MiniLM-L6-v2)")
+    parser.add_argument("--chunk-tokens", type=int, help="chunk size in the model's tokens (default 200)")
+    parser.add_argument("--overlap-tokens", type=int, help="overlap between chunks in tokens (default 32)")
+    parser.add_argument("--max-file-mb", type=float, default=20.0, help="skip files larger than this (default 20)")
+    parser.add_argument("--json", action="store_true", help="print the ingest report as JSON on stdout")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=run)
+
+
+def corpus_path(name: str) -> Path:
+    """The folder of a named corpus (the Slurm docs are fetched and unpacked on first use)."""
+    from retrieval.errors import RetrievalError
+
+    try:
+        if name == "slurm":
+            from corpora.slurm import ensure_slurm_docs
+
+            return ensure_slurm_docs()
+        if name == "runbooks":
+            from corpora import bundled_runbooks_dir
+
+            return bundled_runbooks_dir()
+    except ImportError as err:
+        raise RetrievalError(f"corpus {name!r} is not available in this install ({err})") from err
+    raise RetrievalError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from retrieval.ingest import IngestOptions, ingest
+    from retrieval.store import default_index_dir
+
+    paths = list(args.paths) + [corpus_path(name) for name in args.corpus]
+    options = IngestOptions(
+        model=args.model,
+        chunk_tokens=args.chunk_tokens,
+        overlap_tokens=args.overlap_tokens,
+        max_file_bytes=int(args.max_file_mb * 2**20),
+        rebuild=args.rebuild,
+        progress=not args.quiet and not args.json,
+    )
+    report = ingest(paths, args.index or default_index_dir(), options)
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, indent=1)
+        print()
+    else:
+        print(report.summary())
+    if report.chunks == 0:
+        print("specrag: nothing indexed: no readable documents found", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,118 @@
+"""Prompt building shared by `ask` and `bench`: messages -> token ids, chunks -> token ids.
+
+The engine copies drafts from the chunk token ids, so a chunk is tokenized on its own
+(no special tokens) exactly as it reads inside the prompt. Spec-Bench rows are read here
+too, so the benchmark and the copilot build prompts in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from generation.errors import SpecragError
+
+SYSTEM_PROMPT = (
+    "You are an operations copilot for computing shift operators. Answer the question from the numbered "
+    "context passages. When a passage gives a command, a path, a setting or a procedure, quote it exactly as "
+    "written there. Cite the passages you used as [n]. If the context does not contain the answer, say so "
+    "plainly instead of guessing."
+)
+
+
+def build_messages(
+    question: str, chunks: Sequence[str], titles: Sequence[str] | None = None, sources: Sequence[str] | None = None
+) -> list[dict[str, str]]:
+    """A system message and a user message with the numbered passages, then the question."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": user_content(question, chunks, titles, sources)},
+    ]
+
+
+def user_content(
+    question: str, chunks: Sequence[str], titles: Sequence[str] | None = None, sources: Sequence[str] | None = None
+) -> str:
+    if not chunks:
+        return f"Context: (no passages were found)\n\nQuestion: {question}"
+    passages = [f"[{i + 1}]{_label(i, titles, sources)} {text.strip()}" for i, text in enumerate(chunks)]
+    return "Context:\n" + "\n\n".join(passages) + f"\n\nQuestion: {question}"
+
+
+def _label(i: int, titles: Sequence[str] | None, sources: Sequence[str] | None) -> str:
+    """' (title | source)' for passage i, or '' when neither is known."""
+    parts = [names[i] for names in (titles, sources) if names and i < len(names) and names[i]]
+    return f" ({' | '.join(parts)})" if parts else ""
+
+
+def encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of the chat prompt, ready for the assistant's answer."""
+    if not getattr(tokenizer, "chat_template", None):
+        return tokenizer(plain_prompt(messages), add_special_tokens=False)["input_ids"]
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    if isinstance(ids, Mapping):  # transformers 5 returns a BatchEncoding
+        ids = ids["input_ids"]
+    if ids and isinstance(ids[0], list):  # a batch of one
+        ids = ids[0]
+    return [int(i) for i in ids]
+
+
+def plain_prompt(messages: list[dict[str, str]]) -> str:
+    """The fallback for tokenizers without a chat template."""
+    return "\n\n".join(m["content"] for m in messages) + "\n\nAnswer:"
+
+
+def encode_chunks(tokenizer: Any, chunks: Sequence[str]) -> list[list[int]]:
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in chunks]
+
+
+def spec_bench_rows(path: str | Path, limit: int | None = None) -> list[dict]:
+    """Spec-Bench jsonl rows as {question_id, category, turn, question, chunks, reference}.
+
+    A RAG row's first turn is the passages, one per line, with the question on the last
+    line; other rows have no passages. The bench sends `turn` verbatim as the user message.
+    """
+    path = Path(path)
+    if limit is not None and limit < 1:
+        raise SpecragError(f"--limit must be at least 1, got {limit}")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise SpecragError(f"cannot read the questions file {path}: {err.strerror or err}") from err
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError:
+            raw = None
+        rows.append(_bench_row(raw, path, number))
+        if limit is not None and len(rows) >= limit:
+            break
+    if not rows:
+        raise SpecragError(f"no questions in {path}")
+    return rows
+
+
+def _bench_row(raw: object, path: Path, number: int) -> dict:
+    turns = raw.get("turns") if isinstance(raw, dict) else None
+    if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
+        raise SpecragError(
+            f"{path}:{number} is not a Spec-Bench row: expected a JSON object with a 'turns' list of strings"
+        )
+    turn = turns[0]
+    lines = turn.split("\n")
+    is_rag = raw.get("category") == "rag" and len(lines) > 1
+    chunks = [line for line in lines[:-1] if line.strip()] if is_rag else []
+    question = lines[-1] if is_rag else turn
+    return {
+        "question_id": raw.get("question_id", number),
+        "category": raw.get("category"),
+        "turn": turn,
+        "question": question,
+        "chunks": chunks,
+        "reference": raw.get("reference"),
+    }

@@ -1,0 +1,70 @@
+"""Prompt building and Spec-Bench rows."""
+
+import json
+
+import pytest
+
+from app.prompting import SYSTEM_PROMPT, build_messages, encode_chunks, encode_prompt, spec_bench_rows
+from generation.errors import SpecragError
+
+CHAT_TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<assistant>{% endif %}")
+
+
+def test_messages_number_the_passages_before_the_question():
+    messages = build_messages("How do I drain a node?", ["scontrol update state=drain", "sinfo -R"],
+                              sources=["slurm.md", "sinfo.md"])
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"] == SYSTEM_PROMPT
+    for word in ("context", "exact", "does not contain"):
+        assert word in SYSTEM_PROMPT
+    user = messages[1]["content"]
+    assert "[1] (slurm.md) scontrol update state=drain" in user
+    assert user.index("[2] (sinfo.md) sinfo -R") < user.index("Question: How do I drain a node?")
+
+
+def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):
+    tokenizer = tiny_models[2]
+    ids = encode_prompt(tokenizer, build_messages("why?", ["because"]))
+    text = tokenizer.decode(ids)
+    assert text.startswith(SYSTEM_PROMPT) and "[1] because" in text and text.endswith("Question: why?\n\nAnswer:")
+
+
+def test_chat_template_output_is_a_flat_id_list(tiny_models):
+    tokenizer = tiny_models[2].__class__(tokenizer_object=tiny_models[2].backend_tokenizer, eos_token="<eos>")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    ids = encode_prompt(tokenizer, [{"role": "user", "content": "hi"}])
+    assert all(isinstance(i, int) for i in ids)
+    assert tokenizer.decode(ids) == "<user>hi\n<assistant>"
+
+
+def test_chunks_are_encoded_without_special_tokens(tiny_models):
+    tokenizer = tiny_models[2]
+    assert encode_chunks(tokenizer, ["ab", "c"]) == [tokenizer.convert_tokens_to_ids(list("ab")),
+                                                     tokenizer.convert_tokens_to_ids(["c"])]
+
+
+def write_rows(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_rag_rows_split_into_passages_and_question(tmp_path):
+    path = write_rows(tmp_path / "q.jsonl", [
+        {"question_id": 1, "category": "rag", "turns": ["first passage\nsecond passage\nwhat?"], "reference": [["x"]]},
+        {"question_id": 2, "category": "qa", "turns": ["who played anna?"]},
+        {"question_id": 3, "category": "qa", "turns": ["not read"]},
+    ])
+    rag, qa = spec_bench_rows(path, limit=2)
+    assert rag["chunks"] == ["first passage", "second passage"] and rag["question"] == "what?"
+    assert rag["turn"] == "first passage\nsecond passage\nwhat?" and rag["reference"] == [["x"]]
+    assert qa["chunks"] == [] and qa["question"] == qa["turn"] == "who played anna?"
+
+
+def test_bad_rows_and_missing_files_are_clear_errors(tmp_path):
+    with pytest.raises(SpecragError, match="cannot read the questions file"):
+        spec_bench_rows(tmp_path / "missing.jsonl")
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"turns": ["ok"]}\nnot json\n')
+    with pytest.raises(SpecragError, match=r"bad\.jsonl:2 is not a Spec-Bench row"):
+        spec_bench_rows(path)
