@@ -6,9 +6,9 @@ correction included. It costs one target pass over k+1 tokens, c(k+1), plus k dr
 steps of d seconds each (d = 0 for copies). We pick the k in 0..k_max that maximises
 E(k) / (c(k+1) + k d). k = 0 is a plain decoding step.
 
-c(n) is learned online as a + b n from the engine's own timed passes (exponentially
-forgotten least squares), because the shape of c depends on the backend: on a CPU a
-16-token pass can cost 1.2x or 8x a 1-token pass depending on the matmul kernel.
+c(n) is learned online from the engine's own timed passes, because its shape depends
+on the backend: on a CPU a 16-token pass can cost 1.2x or 8x a 1-token pass depending
+on the matmul kernel.
 """
 
 from __future__ import annotations
@@ -38,40 +38,40 @@ class Acceptance:
 
 
 class PassCost:
-    """Seconds for a target pass over n tokens, fitted as a + b n.
+    """Seconds for a target pass over n tokens, learned online per n.
 
-    Weighted least squares over the observed passes (exponentially forgotten) plus a
-    ridge term pulling b towards `slope` * a, so that with only 1-token passes observed
-    (plain stretches) the line keeps a sensible relative slope instead of one extrapolated
-    from an outlier.
+    On a CPU the curve is not a line: a 2-token pass may cost the same as a 1-token pass
+    (both read the weights once) while 4 tokens can cost twice as much, because the BLAS
+    kernel changes with the row count. So we keep an exponentially weighted mean per n.
+    An n never measured is priced by an optimistic prior, c(1) * (1 + slope * (n - 1)),
+    so the policy tries it, measures it, and learns what it really costs here.
     """
 
-    def __init__(self, slope: float = 0.08, prior_weight: float = 4.0, decay: float = 0.97) -> None:
-        self.slope, self.prior_weight, self.decay = slope, prior_weight, decay
-        self.sw = self.sx = self.sy = self.sxx = self.sxy = 0.0
-        self._a, self._b = 1.0, slope
+    def __init__(self, slope: float = 0.05, decay: float = 0.9) -> None:
+        self.slope, self.decay = slope, decay
+        self.means: dict[int, float] = {}
 
     def record(self, n_tokens: int, seconds: float) -> None:
-        d = self.decay
-        self.sw, self.sx, self.sy = d * self.sw + 1, d * self.sx + n_tokens, d * self.sy + seconds
-        self.sxx, self.sxy = d * self.sxx + n_tokens**2, d * self.sxy + n_tokens * seconds
-        self._solve()
+        mean = self.means.get(n_tokens)
+        self.means[n_tokens] = seconds if mean is None else self.decay * mean + (1 - self.decay) * seconds
 
     def __call__(self, n_tokens: int) -> float:
-        return max(self._a + self._b * n_tokens, 1e-9)
+        if n_tokens in self.means:
+            return self.means[n_tokens]
+        base = self._base()
+        prior = base * (1 + self.slope * (n_tokens - 1))
+        # never cheaper than a measured smaller pass
+        smaller = [c for n, c in self.means.items() if n < n_tokens]
+        return max([prior, *smaller])
 
-    def _solve(self) -> None:
-        # normal equations of sum w (y - a - b n)^2 + lam (b - rho a)^2
-        lam, rho = self.prior_weight, self.slope
-        m11, m12, m22 = self.sw + lam * rho * rho, self.sx - lam * rho, self.sxx + lam
-        det = m11 * m22 - m12 * m12
-        if det <= 1e-12:
-            return
-        a = (self.sy * m22 - self.sxy * m12) / det
-        b = (m11 * self.sxy - m12 * self.sy) / det
-        if b < 0:  # cost never decreases with more tokens: refit a alone with b = 0
-            a, b = self.sy / self.sw, 0.0
-        self._a, self._b = max(a, 1e-9), b
+    def _base(self) -> float:
+        """c(1), measured or extrapolated from the smallest measured pass."""
+        if 1 in self.means:
+            return self.means[1]
+        if not self.means:
+            return 1.0
+        n, cost = min(self.means.items())
+        return cost / (1 + self.slope * (n - 1))
 
 
 def expected_tokens(alpha: float, k: int) -> float:
