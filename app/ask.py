@@ -99,6 +99,18 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "float32", "bfloat16", "float16"),
         help="weights dtype (default auto: float32 on CPU)",
     )
+    parser.add_argument(
+        "--draft-int8",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="int8 weights for the draft model (default auto: on for a float32 CPU draft; exactness is unaffected)",
+    )
+    parser.add_argument(
+        "--linear-layout",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="transposed matmul layout for small verification passes (default auto: only if faster here)",
+    )
 
 
 def load_engine(args: argparse.Namespace) -> LoadedEngine:
@@ -108,7 +120,14 @@ def load_engine(args: argparse.Namespace) -> LoadedEngine:
 
     mode = "none" if getattr(args, "no_speculation", False) else getattr(args, "speculation", "hybrid")  # bench: hybrid
     draft = args.draft if mode in ("model", "hybrid") and args.draft.lower() != "none" else None
-    models = load_models(args.target, draft, args.device, args.dtype)
+    models = load_models(
+        args.target,
+        draft,
+        args.device,
+        args.dtype,
+        getattr(args, "draft_int8", "auto"),
+        getattr(args, "linear_layout", "auto"),
+    )
     return LoadedEngine(Engine(models.target, models.tokenizer, models.draft), models.target_path, models.draft_path)
 
 
