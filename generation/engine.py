@@ -20,11 +20,14 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from generation.cached_lm import CachedLM
+from generation.calibration import cached_relative_costs
 from generation.detokenizer import IncrementalDetokenizer
 from generation.drafters import Draft, HybridDrafter, ModelDrafter, NgramDrafter, Origin
 from generation.drafters.base import TARGET
 from generation.drafters.policy import PassCost
 from generation.errors import SpecragError
+from generation.linear_layout import kernel_layout
+from generation.model_store import cache_root
 from generation.sampling import SamplingParams, logits_to_probs
 from generation.stats import Stats
 from generation.stopping import StopStrings
@@ -83,7 +86,7 @@ class Engine:
         self.draft = CachedLM(draft) if draft is not None else None
         self.tokenizer = tokenizer
         self.eos = set(eos_token_ids if eos_token_ids is not None else default_eos_ids(target, tokenizer))
-        self.cost = PassCost()  # learned across answers: the machine does not change between them
+        self.cost: PassCost | None = None  # calibrated on first use, then kept across answers
 
     def generate(
         self, prompt_ids: Sequence[int], chunks: Sequence[Sequence[int]] = (), config: GenerationConfig | None = None
@@ -127,6 +130,9 @@ class Engine:
     ) -> HybridDrafter | None:
         if config.speculation == "none":
             return None
+        self.cost = self.cost or PassCost(
+            cached_relative_costs(self.target, cache_root() / "calibration.json", kernel_layout(self.target.model))
+        )
         ngram = NgramDrafter(chunks) if config.speculation in ("ngram", "hybrid") else None
         model = None
         if config.speculation in ("model", "hybrid"):
@@ -187,7 +193,8 @@ class _Decoding:
         logits = target.extend([self.context[-1], *draft.tokens])
         probs = logits_to_probs(logits, self.config.sampling)
         tokens = verify(probs, draft.tokens, draft.probs, self.generator, self.config.sampling.greedy)
-        self.engine.cost.record(len(draft) + 1, time.perf_counter() - started)
+        if self.engine.cost is not None:
+            self.engine.cost.record(len(draft) + 1, time.perf_counter() - started)
         accepted = len(tokens) - 1
         target.crop(base + 1 + accepted)  # keep the fed token and the accepted draft
         self.stats.target_passes += 1

@@ -6,9 +6,8 @@ correction included. It costs one target pass over k+1 tokens, c(k+1), plus k dr
 steps of d seconds each (d = 0 for copies). We pick the k in 0..k_max that maximises
 E(k) / (c(k+1) + k d). k = 0 is a plain decoding step.
 
-c(n) is learned online from the engine's own timed passes, because its shape depends
-on the backend: on a CPU a 16-token pass can cost 1.2x or 8x a 1-token pass depending
-on the matmul kernel.
+The shape of c is measured on the machine, because it depends on the backend: on a CPU
+a 16-token pass can cost 1.2x or 8x a 1-token pass depending on the matmul kernel.
 """
 
 from __future__ import annotations
@@ -38,40 +37,40 @@ class Acceptance:
 
 
 class PassCost:
-    """Seconds for a target pass over n tokens, learned online per n.
+    """Seconds for a target pass over n tokens: a measured shape times an online level.
 
-    On a CPU the curve is not a line: a 2-token pass may cost the same as a 1-token pass
-    (both read the weights once) while 4 tokens can cost twice as much, because the BLAS
-    kernel changes with the row count. So we keep an exponentially weighted mean per n.
-    An n never measured is priced by an optimistic prior, c(1) * (1 + slope * (n - 1)),
-    so the policy tries it, measures it, and learns what it really costs here.
+    On a CPU the curve is far from a line: a 2-token pass may cost what a 1-token pass
+    does while 4 tokens cost twice as much, because the BLAS kernel changes with the row
+    count. The shape r(n) = c(n) / c(1) comes from a calibration sweep on this machine
+    (see calibration.py); the level c(1) follows the passes the engine actually times, so
+    a busy machine moves the whole curve, never just the one point it happened to hit.
     """
 
-    def __init__(self, slope: float = 0.05, decay: float = 0.9) -> None:
-        self.slope, self.decay = slope, decay
-        self.means: dict[int, float] = {}
+    def __init__(self, relative: dict[int, float] | None = None, decay: float = 0.9) -> None:
+        self.relative = dict(sorted((relative or {1: 1.0}).items()))
+        self.decay = decay
+        self.level: float | None = None  # seconds of a 1-token pass
 
     def record(self, n_tokens: int, seconds: float) -> None:
-        mean = self.means.get(n_tokens)
-        self.means[n_tokens] = seconds if mean is None else self.decay * mean + (1 - self.decay) * seconds
+        estimate = seconds / self.shape(n_tokens)
+        self.level = estimate if self.level is None else self.decay * self.level + (1 - self.decay) * estimate
 
     def __call__(self, n_tokens: int) -> float:
-        if n_tokens in self.means:
-            return self.means[n_tokens]
-        base = self._base()
-        prior = base * (1 + self.slope * (n_tokens - 1))
-        # never cheaper than a measured smaller pass
-        smaller = [c for n, c in self.means.items() if n < n_tokens]
-        return max([prior, *smaller])
+        return (self.level or 1.0) * self.shape(n_tokens)
 
-    def _base(self) -> float:
-        """c(1), measured or extrapolated from the smallest measured pass."""
-        if 1 in self.means:
-            return self.means[1]
-        if not self.means:
-            return 1.0
-        n, cost = min(self.means.items())
-        return cost / (1 + self.slope * (n - 1))
+    def shape(self, n_tokens: int) -> float:
+        """r(n), linearly interpolated between calibrated sizes and extrapolated past the last two."""
+        sizes = list(self.relative)
+        if n_tokens in self.relative:
+            return self.relative[n_tokens]
+        if len(sizes) == 1:
+            return self.relative[sizes[0]] * n_tokens / sizes[0]
+        lo = max([n for n in sizes if n < n_tokens], default=sizes[0])
+        hi = min([n for n in sizes if n > n_tokens], default=sizes[-1])
+        if lo == hi:  # beyond the calibrated range: continue the last segment
+            lo, hi = sizes[-2], sizes[-1]
+        slope = (self.relative[hi] - self.relative[lo]) / (hi - lo)
+        return max(self.relative[lo] + slope * (n_tokens - lo), 1e-6)
 
 
 def expected_tokens(alpha: float, k: int) -> float:

@@ -1,0 +1,82 @@
+"""Measure what a target pass over n tokens costs relative to one token, once per setup.
+
+The draft-length policy needs c(n) / c(1). We time passes of n = 1..16 new tokens after a
+few hundred tokens of context, take the fastest of a few interleaved repeats (the least
+disturbed by other work on the machine), and cache the shape on disk keyed by model,
+device, dtype, thread count and kernel layout, so only the first start pays (~10-20 s for
+a 1.5B model on 2 CPU cores, milliseconds for a tiny test model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from generation.cached_lm import CachedLM
+
+SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
+
+
+def measure_relative_costs(
+    lm: CachedLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
+) -> dict[int, float]:
+    """c(n) / c(1) for each n in sizes, timed on `lm` (its cache is left empty)."""
+    vocab = lm.model.get_output_embeddings().out_features
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, vocab, (context + max(sizes),), generator=generator).tolist()
+    lm.reset()
+    lm.extend(tokens[:context], last_only=True)
+    best = dict.fromkeys(sizes, float("inf"))
+    for _ in range(repeats):
+        for n in sizes:
+            start = time.perf_counter()
+            lm.extend(tokens[context : context + n])
+            best[n] = min(best[n], time.perf_counter() - start)
+            lm.crop(context)
+    lm.reset()
+    return {n: best[n] / best[sizes[0]] for n in sizes}
+
+
+def setup_key(lm: CachedLM, extra: str = "") -> str:
+    model = lm.model
+    name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    params = sum(p.numel() for p in model.parameters())
+    dtype = next(model.parameters()).dtype
+    parts = [name, str(params), str(lm.device), str(dtype), str(torch.get_num_threads()), extra]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def cached_relative_costs(lm: CachedLM, cache_file: Path | None, extra: str = "") -> dict[int, float]:
+    """The calibrated shape for this setup, measured once and kept in `cache_file` (JSON)."""
+    key = setup_key(lm, extra)
+    table = _read(cache_file)
+    if key in table:
+        return {int(n): float(r) for n, r in table[key].items()}
+    relative = measure_relative_costs(lm)
+    if cache_file is not None:
+        table[key] = relative
+        _write_atomic(cache_file, table)
+    return relative
+
+
+def _read(path: Path | None) -> dict:
+    if path is None or not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # a damaged calibration file is simply measured again
+
+
+def _write_atomic(path: Path, table: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(table, out, indent=1, sort_keys=True)
+    os.replace(tmp, path)

@@ -1,0 +1,14 @@
+"""Every test runs with its own specrag cache and home, never the user's."""
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_specrag_dirs(tmp_path_factory):
+    patch = pytest.MonkeyPatch()
+    root = tmp_path_factory.mktemp("specrag")
+    patch.setenv("SPECRAG_CACHE", str(root / "cache"))
+    patch.setenv("SPECRAG_HOME", str(root / "home"))
+    patch.setenv("HF_HUB_OFFLINE", "1")
+    yield root
+    patch.undo()

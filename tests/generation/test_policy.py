@@ -1,0 +1,53 @@
+"""The draft-length policy: cost shape, acceptance estimates, and the choice of k."""
+
+import json
+
+import pytest
+
+from generation.cached_lm import CachedLM
+from generation.calibration import cached_relative_costs
+from generation.drafters.policy import Acceptance, PassCost, best_draft_length, expected_tokens
+
+
+def test_expected_tokens_counts_the_bonus_token():
+    assert expected_tokens(0.0, 5) == 1.0
+    assert expected_tokens(1.0, 5) == 6.0
+    assert expected_tokens(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_pass_cost_interpolates_the_shape_and_follows_the_level():
+    cost = PassCost({1: 1.0, 2: 1.0, 4: 2.0, 8: 2.4})
+    cost.record(1, 0.5)
+    assert cost(2) == pytest.approx(0.5)
+    assert cost(3) == pytest.approx(0.75)  # halfway between r(2) = 1 and r(4) = 2
+    assert cost(16) == pytest.approx(0.5 * 3.2)  # the last segment continued
+    for _ in range(100):  # the machine got busier: every size gets dearer together
+        cost.record(4, 2.0)
+    assert cost(1) == pytest.approx(1.0, rel=1e-3)
+
+
+def test_cheap_two_token_pass_is_used_and_costly_long_drafts_are_not():
+    cost = PassCost({1: 1.0, 2: 1.02, 3: 1.6, 4: 2.0, 8: 2.6})
+    cost.record(1, 0.5)
+    assert best_draft_length(0.3, cost, 0.0, 8)[0] == 1  # 1.3 tokens for ~the price of 1
+    assert best_draft_length(0.01, cost, 0.0, 8)[0] == 0  # guesses that almost always fail do not pay
+    assert best_draft_length(0.97, cost, 0.0, 8)[0] == 8  # near-certain copies: go long
+    assert best_draft_length(0.7, cost, 10.0, 8)[0] == 0  # a draft step dearer than the pass never pays
+
+
+def test_acceptance_counts_a_draft_as_trials_up_to_the_first_miss():
+    stats = Acceptance(accepted=0.0, trials=0.0, decay=1.0)
+    stats.update(drafted=4, accepted=2)  # 2 hits, then a miss
+    stats.update(drafted=3, accepted=3)  # 3 hits, no miss
+    assert stats.rate == pytest.approx(5 / 6)
+
+
+def test_calibration_is_measured_once_and_cached(target, tmp_path, monkeypatch):
+    lm = CachedLM(target)
+    path = tmp_path / "calibration.json"
+    first = cached_relative_costs(lm, path)
+    assert first[1] == 1.0 and set(first) >= {1, 2, 4, 8, 16}
+    assert lm.length == 0
+    monkeypatch.setattr("generation.calibration.measure_relative_costs", lambda *a, **k: pytest.fail("remeasured"))
+    assert cached_relative_costs(lm, path) == first
+    assert len(json.loads(path.read_text())) == 1
