@@ -20,6 +20,7 @@ from generation.drafters.policy import Acceptance, PassCost, best_draft_length
 # prior per-token acceptance of a copy by matched suffix length (1, 2, ..., 6+): weak, quickly overridden
 COPY_PRIOR = (0.15, 0.3, 0.45, 0.55, 0.65, 0.75)
 MODEL_PRIOR = 0.6
+MODEL_MAX_DRAFT = 8
 PRIOR_TRIALS = 4.0
 
 
@@ -72,7 +73,8 @@ class HybridDrafter:
         if stats is None:
             return Draft()
         if stats is self.model_acceptance:
-            draft = self.model.propose(context_ids, n)
+            # the average acceptance says drafting pays; the draft's own confidence says how far
+            draft = self.model.propose(context_ids, min(k, MODEL_MAX_DRAFT), self.cost)
         else:
             draft = draft_from_match(match).truncate(n)
         self._last = (stats, len(draft))
@@ -91,6 +93,8 @@ class HybridDrafter:
         return draft
 
     def observe(self, num_accepted: int) -> None:
+        if self._last is not None and self._last[0] is self.model_acceptance:
+            self.model.observe(num_accepted)
         if self._last is not None:
             stats, drafted = self._last
             stats.update(drafted, num_accepted)

@@ -16,7 +16,10 @@ import torch
 
 from generation.cached_lm import CachedLM
 from generation.drafters.base import MODEL, Draft
+from generation.drafters.policy import ConfidenceCalibration, PassCost, best_prefix
 from generation.sampling import SamplingParams, logits_to_probs, sample
+
+MIN_PREFIX_PROB = 0.25  # stop drafting once the whole prefix is this unlikely to survive
 
 
 class ModelDrafter:
@@ -29,33 +32,45 @@ class ModelDrafter:
         self.min_confidence = min_confidence
         self.fed: list[int] = []  # the tokens whose keys/values are in lm's cache
         self._seconds, self._steps = 0.0, 0  # measured drafting cost, for the length policy
+        self.calibration = ConfidenceCalibration()
+        self._confidences: list[float] = []  # of the last draft, for observe()
 
     def prefill(self, context_ids: list[int]) -> None:
         self.lm.prefill(context_ids[:-1])
         self.fed = list(context_ids[:-1])
 
-    def propose(self, context_ids: list[int], k: int) -> Draft:
+    def propose(self, context_ids: list[int], k: int, cost: PassCost | None = None) -> Draft:
+        """Up to k tokens. With a pass cost, draft while the calibrated chance that the whole
+        prefix is accepted stays above MIN_PREFIX_PROB, then send the most profitable prefix."""
+        self._confidences = []
         if k <= 0:
             return Draft()
         start = time.perf_counter()
         logits = self._logits_after(context_ids)
-        draft = Draft()
+        draft, prefix_probs = Draft(), []
         for i in range(k):
             q = logits_to_probs(logits, self.params)
             token = int(q.argmax()) if self.params.greedy else sample(q, self.generator)
             draft.tokens.append(token)
             draft.probs.append(None if self.params.greedy else q)  # greedy q is a point mass
             draft.origins.append(MODEL)
-            confidence = float(torch.softmax(logits.float(), -1).max()) if self.params.greedy else float(q.max())
-            if i == k - 1 or confidence < self.min_confidence:
+            confidence = float(torch.softmax(logits.float(), -1).max()) if self.params.greedy else float(q[token])
+            self._confidences.append(confidence)
+            prefix_probs.append((prefix_probs[-1] if prefix_probs else 1.0) * self.calibration(confidence))
+            unsure = prefix_probs[-1] < MIN_PREFIX_PROB if cost is not None else confidence < self.min_confidence
+            if i == k - 1 or unsure:
                 break
             logits = self.lm.extend([token])[-1]
             self.fed.append(token)
-        self._record_time(time.perf_counter() - start, len(draft))
+        seconds = time.perf_counter() - start
+        self._record_time(seconds, len(draft))
+        if cost is not None:
+            draft = draft.truncate(best_prefix(prefix_probs, cost, seconds))
+            self._confidences = self._confidences[: len(draft)]
         return draft
 
     def observe(self, num_accepted: int) -> None:
-        pass
+        self.calibration.update(self._confidences, num_accepted)
 
     def _logits_after(self, context_ids: list[int]) -> torch.Tensor:
         """Sync the cache to context[:-1] + feed the rest; return logits for the next token."""

@@ -88,3 +88,33 @@ def best_draft_length(alpha: float, cost: PassCost, draft_step: float, k_max: in
         if rate > best[1]:
             best = (k, rate)
     return best
+
+
+class ConfidenceCalibration:
+    """P(a draft-model token is accepted | the draft's own top probability), learned online.
+
+    The draft's confidence ranks tokens well but is not calibrated against the target, so
+    we keep an acceptance estimate per confidence bin, seeded with the bin's midpoint.
+    """
+
+    def __init__(self, bins: int = 10, prior_trials: float = 2.0) -> None:
+        self.bins = [Acceptance((i + 0.5) / bins * prior_trials, prior_trials) for i in range(bins)]
+
+    def __call__(self, confidence: float) -> float:
+        return self.bins[min(int(confidence * len(self.bins)), len(self.bins) - 1)].rate
+
+    def update(self, confidences: list[float], accepted: int) -> None:
+        """Tokens up to the first miss were tried: the accepted ones hit, the next one missed."""
+        for i, confidence in enumerate(confidences[: accepted + 1]):
+            self.bins[min(int(confidence * len(self.bins)), len(self.bins) - 1)].update(1, int(i < accepted))
+
+
+def best_prefix(prefix_probs: list[float], cost: PassCost, sunk_seconds: float) -> int:
+    """How many drafted tokens to send: prefix_probs[i] = P(the first i+1 are all accepted)."""
+    best_k, best_rate, expected = 0, 1.0 / (cost(1) + sunk_seconds), 1.0
+    for k, p in enumerate(prefix_probs, start=1):
+        expected += p
+        rate = expected / (cost(k + 1) + sunk_seconds)
+        if rate > best_rate:
+            best_k, best_rate = k, rate
+    return best_k

@@ -6,7 +6,14 @@ import pytest
 
 from generation.cached_lm import CachedLM
 from generation.calibration import cached_relative_costs
-from generation.drafters.policy import Acceptance, PassCost, best_draft_length, expected_tokens
+from generation.drafters.policy import (
+    Acceptance,
+    ConfidenceCalibration,
+    PassCost,
+    best_draft_length,
+    best_prefix,
+    expected_tokens,
+)
 
 
 def test_expected_tokens_counts_the_bonus_token():
@@ -51,3 +58,21 @@ def test_calibration_is_measured_once_and_cached(target, tmp_path, monkeypatch):
     monkeypatch.setattr("generation.calibration.measure_relative_costs", lambda *a, **k: pytest.fail("remeasured"))
     assert cached_relative_costs(lm, path) == first
     assert len(json.loads(path.read_text())) == 1
+
+
+def test_confidence_calibration_learns_that_confident_drafts_miss():
+    calibration = ConfidenceCalibration()
+    assert calibration(0.95) == pytest.approx(0.95)  # the prior trusts the draft
+    for _ in range(50):
+        calibration.update([0.95, 0.95], accepted=0)  # but the target keeps disagreeing
+    assert calibration(0.95) < 0.2
+    assert calibration(0.35) == pytest.approx(0.35)  # other bins untouched
+
+
+def test_best_prefix_stops_where_the_next_token_no_longer_pays():
+    cost = PassCost({1: 1.0, 2: 1.0, 3: 1.0, 4: 2.0, 8: 2.2})
+    cost.record(1, 1.0)
+    # the first two tokens ride free on the pass; the third would double its cost for +0.3 tokens
+    assert best_prefix([0.9, 0.8, 0.3, 0.1], cost, sunk_seconds=0.2) == 2
+    assert best_prefix([0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93], cost, sunk_seconds=0.2) == 7
+    assert best_prefix([], cost, sunk_seconds=0.0) == 0
