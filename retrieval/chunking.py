@@ -1,0 +1,112 @@
+"""Documents -> chunks sized in the embedding model's tokens, cut at headings, then paragraphs.
+
+Each section of a Document is split on its own (so no chunk straddles a heading) by LangChain's
+recursive splitter, which prefers paragraph breaks, then line breaks, then sentences, then
+words. Offsets are recomputed here: the splitter's own `add_start_index` mixes token and
+character units when the length function counts tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+from retrieval.loaders import Document
+
+SEPARATORS = ["\n\n", "\n", ". ", "; ", ", ", " ", ""]
+
+
+@dataclass(frozen=True)
+class ChunkParams:
+    chunk_tokens: int = 200
+    overlap_tokens: int = 32
+
+    def __post_init__(self) -> None:
+        if self.chunk_tokens < 16 or not 0 <= self.overlap_tokens < self.chunk_tokens // 2:
+            raise ValueError(f"need chunk_tokens >= 16 and 0 <= overlap_tokens < chunk_tokens/2, got {self}")
+
+
+@dataclass(frozen=True)
+class Position:
+    """Character offsets into the loaded document text; `page` is 1-based for PDFs."""
+
+    start: int
+    end: int
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    text: str
+    source: str
+    title: str
+    heading: str
+    position: Position
+
+    @property
+    def label(self) -> str:
+        """'title > heading', the context a reader (and the retrievers) see before the text."""
+        return " > ".join(p for p in (self.title, self.heading) if p)
+
+    def indexed_text(self) -> str:
+        """What the embedder and BM25 see: title and heading prepended to the text."""
+        return f"{self.label}\n\n{self.text}" if self.label else self.text
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: dict) -> Chunk:
+        fields = {k: row[k] for k in ("chunk_id", "text", "source", "title", "heading")}
+        return cls(**fields, position=Position(**row["position"]))
+
+
+def make_splitter(count_tokens: Callable[[str], int], params: ChunkParams) -> RecursiveCharacterTextSplitter:
+    return RecursiveCharacterTextSplitter(
+        separators=SEPARATORS,
+        keep_separator="end",
+        chunk_size=params.chunk_tokens,
+        chunk_overlap=params.overlap_tokens,
+        length_function=count_tokens,
+    )
+
+
+def chunk_document(doc: Document, splitter: RecursiveCharacterTextSplitter) -> list[Chunk]:
+    """Split every section; ids are stable across re-ingests while the chunk's content is unchanged."""
+    chunks, seen = [], set()
+    for section in doc.sections:
+        body = doc.section_text(section)
+        for text, offset in split_with_offsets(splitter, body):
+            start = section.start + offset
+            chunk_id = _unique(chunk_hash(doc.source, section.heading, text), seen)
+            position = Position(start, start + len(text), section.page)
+            chunks.append(Chunk(chunk_id, text, doc.source, doc.title, section.heading, position))
+    return chunks
+
+
+def split_with_offsets(splitter: RecursiveCharacterTextSplitter, text: str) -> list[tuple[str, int]]:
+    """Pieces with their offsets in text; pieces are substrings that only move forward."""
+    pieces, cursor = [], 0
+    for piece in splitter.split_text(text):
+        found = text.find(piece, cursor)
+        offset = found if found >= 0 else cursor
+        pieces.append((piece, offset))
+        cursor = offset + 1
+    return pieces
+
+
+def chunk_hash(source: str, heading: str, text: str) -> str:
+    return hashlib.blake2b(f"{source}\0{heading}\0{text}".encode(), digest_size=8).hexdigest()
+
+
+def _unique(chunk_id: str, seen: set[str]) -> str:
+    candidate, n = chunk_id, 1
+    while candidate in seen:
+        n += 1
+        candidate = f"{chunk_id}-{n}"
+    seen.add(candidate)
+    return candidate

@@ -1,0 +1,114 @@
+"""HybridIndex: the chunk rows, their dense vectors in FAISS and a BM25 index over the same rows.
+
+Dense search uses faiss directly: an exact IndexFlatIP over L2-normalised vectors (inner
+product = cosine). At the scale of a docs site (thousands of chunks) exact search takes well
+under a millisecond, so no training or approximate index is needed. The vectors are stored
+as vectors.npy, the one source of truth, which lets incremental ingest reuse the rows of
+unchanged files; the flat index is rebuilt from it at load in milliseconds. LangChain's FAISS
+store was not used: its save_local/load_local pickles the docstore and needs
+allow_dangerous_deserialization to load.
+
+BM25 is bm25s (stemmed with PyStemmer, English stopwords), saved with its own save() as JSON
+and .npy, and loaded with allow_pickle=False. Both retrievers read `Chunk.indexed_text()`,
+which prepends the document title and section heading to the chunk text.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import bm25s
+import faiss
+import numpy as np
+
+from retrieval.chunking import Chunk
+from retrieval.errors import IndexCorruptError
+
+CHUNKS = "chunks.jsonl"
+VECTORS = "vectors.npy"
+BM25_DIR = "bm25"
+
+Hits = list[tuple[int, float]]  # (row, score), best first
+
+
+@cache
+def _stemmer():
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def bm25_tokens(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False)
+
+
+class HybridIndex:
+    def __init__(self, chunks: list[Chunk], vectors: np.ndarray, bm25: bm25s.BM25 | None) -> None:
+        if len(chunks) != len(vectors):
+            raise IndexCorruptError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        self.chunks, self.vectors, self.bm25 = chunks, vectors, bm25
+        self.dense = faiss.IndexFlatIP(vectors.shape[1])
+        self.dense.add(vectors)
+
+    @classmethod
+    def build(cls, chunks: list[Chunk], vectors: np.ndarray) -> HybridIndex:
+        bm25 = None
+        if chunks:
+            bm25 = bm25s.BM25()
+            bm25.index(bm25_tokens([c.indexed_text() for c in chunks]), show_progress=False)
+        return cls(chunks, vectors, bm25)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def dense_search(self, query_vector: np.ndarray, n: int) -> Hits:
+        if not self.chunks:
+            return []
+        scores, rows = self.dense.search(query_vector.reshape(1, -1), min(n, len(self.chunks)))
+        return [(int(r), float(s)) for r, s in zip(rows[0], scores[0], strict=True) if r >= 0]
+
+    def bm25_search(self, query: str, n: int) -> Hits:
+        tokens = bm25_tokens([query])[0]
+        if self.bm25 is None or not tokens:
+            return []
+        scores = self.bm25.get_scores(tokens)
+        n = min(n, len(scores))
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(int(r), float(scores[r])) for r in top if scores[r] > 0]
+
+    # --- persistence: JSON lines, .npy and bm25s files, never pickle ---------------------------
+
+    def save(self, directory: Path) -> None:
+        with open(directory / CHUNKS, "w", encoding="utf-8") as handle:
+            for chunk in self.chunks:
+                handle.write(json.dumps(chunk.to_dict(), ensure_ascii=False) + "\n")
+        np.save(directory / VECTORS, self.vectors, allow_pickle=False)
+        if self.bm25 is not None:
+            self.bm25.save(str(directory / BM25_DIR), show_progress=False)
+
+    @classmethod
+    def load(cls, directory: Path, dim: int) -> HybridIndex:
+        chunks, vectors = load_rows(directory, dim)
+        bm25 = None
+        if chunks:
+            try:
+                bm25 = bm25s.BM25.load(str(directory / BM25_DIR), allow_pickle=False, show_progress=False)
+            except (OSError, ValueError, KeyError) as err:
+                raise IndexCorruptError(f"cannot read the BM25 index in {directory}: {err}") from err
+        return cls(chunks, vectors, bm25)
+
+
+def load_rows(directory: Path, dim: int) -> tuple[list[Chunk], np.ndarray]:
+    """Chunks and their vectors, without building any search structure."""
+    try:
+        with open(directory / CHUNKS, encoding="utf-8") as handle:
+            chunks = [Chunk.from_dict(json.loads(line)) for line in handle]
+        vectors = np.load(directory / VECTORS, allow_pickle=False)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise IndexCorruptError(f"cannot read the chunks or vectors in {directory}: {err}") from err
+    if vectors.ndim != 2 or vectors.shape[1] != dim or vectors.dtype != np.float32:
+        raise IndexCorruptError(f"{directory / VECTORS} has shape {vectors.shape} {vectors.dtype}, expected (n, {dim})")
+    return chunks, vectors

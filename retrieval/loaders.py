@@ -1,0 +1,238 @@
+"""Per-format readers: one file becomes a Document (plain text plus heading-delimited sections).
+
+Loaders know nothing about tokens, chunks or the index. A file that cannot be indexed raises
+`SkipFile` with a one-line reason; nothing here ever aborts a whole ingest. Sections hold
+character offsets into `Document.text` (for PDFs, also a page number), so every chunk can
+point back to where it came from.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval.errors import SkipFile
+
+KINDS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".rst": "text",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+DEFAULT_MAX_BYTES = 20 * 2**20
+SNIFF_BYTES = 8192
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
+
+
+@dataclass(frozen=True)
+class Section:
+    """A run of body text under one heading trail ("Parent > Child"; "" before any heading)."""
+
+    heading: str
+    start: int
+    end: int
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    source: str
+    title: str
+    text: str
+    sections: tuple[Section, ...]
+    kind: str
+
+    def section_text(self, section: Section) -> str:
+        return self.text[section.start : section.end]
+
+
+def kind_of(path: Path) -> str | None:
+    """The loader kind for a file name, or None when the extension is not supported."""
+    return KINDS.get(path.suffix.lower())
+
+
+def load_document(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
+    """Read one file; raise SkipFile(reason) if it is unsupported, empty, huge, binary or broken."""
+    kind = kind_of(path)
+    if kind is None:
+        raise SkipFile(f"unsupported file type {path.suffix or '(no extension)'!r}")
+    data = read_bytes(path, max_bytes)
+    doc = READERS[kind](path, data)
+    if not doc.text.strip():
+        raise SkipFile("no text content")
+    return doc
+
+
+def read_bytes(path: Path, max_bytes: int) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            raise SkipFile("empty file")
+        if size > max_bytes:
+            raise SkipFile(too_large(size, max_bytes))
+        return path.read_bytes()
+    except OSError as err:
+        raise SkipFile(f"unreadable ({err.strerror or err})") from err
+
+
+def too_large(size: int, max_bytes: int) -> str:
+    return f"too large ({size / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.1f} MiB)"
+
+
+def decode_text(data: bytes) -> str:
+    """Strict UTF-8 (a BOM is allowed): binary or wrongly encoded files are skipped, not guessed."""
+    if b"\0" in data[:SNIFF_BYTES]:
+        raise SkipFile("binary content (NUL bytes)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SkipFile(f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})") from err
+
+
+# --- sections from a list of headings --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    title: str
+    start: int  # where the heading line starts
+    body_start: int  # where the text under it starts
+
+
+def sections_from_headings(text: str, headings: Iterable[Heading], title: str) -> tuple[Section, ...]:
+    """Cut text at headings; each section is named by its heading trail, minus the document title."""
+    sections, trail = [], []
+    start, name = 0, ""
+    for head in headings:
+        sections.append(Section(name, start, head.start))
+        trail = [h for h in trail if h.level < head.level] + [head]
+        name = " > ".join(h.title for h in trail if h.title and h.title != title)
+        start = head.body_start
+    sections.append(Section(name, start, len(text)))
+    return tuple(s for s in sections if text[s.start : s.end].strip())
+
+
+def line_starts(text: str) -> list[int]:
+    return [0] + [m.end() for m in _NEWLINE.finditer(text)] + [len(text)]
+
+
+# --- readers -----------------------------------------------------------------------------------
+
+
+def read_text(path: Path, data: bytes) -> Document:
+    text = decode_text(data)
+    return Document(str(path), path.stem, text, (Section("", 0, len(text)),), "text")
+
+
+def read_markdown(path: Path, data: bytes) -> Document:
+    from markdown_it import MarkdownIt
+
+    text = decode_text(data)
+    tokens = MarkdownIt("commonmark").parse(text)
+    lines = line_starts(text)
+    headings = [
+        Heading(int(tok.tag[1:]), tokens[i + 1].content.strip(), lines[tok.map[0]], lines[tok.map[1]])
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and tok.map
+    ]
+    title = next((h.title for h in headings if h.level == 1 and h.title), path.stem)
+    return Document(str(path), title, text, sections_from_headings(text, headings, title), "markdown")
+
+
+def read_html(path: Path, data: bytes) -> Document:
+    """Main text only (trafilatura drops scripts, styles, navigation); headings become sections."""
+    import trafilatura
+
+    if b"\0" in data[:SNIFF_BYTES]:
+        raise SkipFile("binary content (NUL bytes)")
+    logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
+    extracted = trafilatura.bare_extraction(
+        data, favor_recall=True, include_comments=False, include_tables=True, with_metadata=True
+    )
+    if extracted is None or not (extracted.text or "").strip():
+        raise SkipFile("no main text found in the HTML")
+    text, headings = _render_with_headings(extracted.body)
+    title = next((h.title for h in headings if h.level == 1), None)
+    title = title or (extracted.title or "").strip() or path.stem
+    return Document(str(path), title, text, sections_from_headings(text, headings, title), "html")
+
+
+def _render_with_headings(body) -> tuple[str, list[Heading]]:
+    """Render trafilatura's XML to plain text, noting where each <head> landed.
+
+    Each heading gets a unique marker before rendering; the markers' positions in the
+    rendered text are the heading offsets, then the markers are removed.
+    """
+    from trafilatura.xml import xmltotxt
+
+    heads = list(body.iter("head"))
+    for i, head in enumerate(heads):
+        head.text = f"\u27e6specrag-h{i}\u27e7{head.text or ''}"
+    marked = xmltotxt(body, include_formatting=False)
+    text = _MARK.sub("", marked)
+    headings, removed = [], 0
+    for match in _MARK.finditer(marked):
+        start = match.start() - removed
+        removed += len(match.group())
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end < 0 else line_end
+        title = " ".join(text[start:line_end].split())
+        if title:
+            level = _level(heads[int(match.group(1))].get("rend"))
+            headings.append(Heading(level, title, start, min(line_end + 1, len(text))))
+    return text, headings
+
+
+def _level(rend: str | None) -> int:
+    return int(rend[1]) if rend and re.fullmatch(r"h[1-6]", rend) else 2
+
+
+def read_pdf(path: Path, data: bytes) -> Document:
+    """One section per page; the page number is kept in each section."""
+    if b"%PDF-" not in data[:1024]:
+        raise SkipFile("not a PDF file (no %PDF- header)")
+    pages, meta_title = _pdf_pages(data)
+    sections, parts, offset = [], [], 0
+    for number, page_text in enumerate(pages, start=1):
+        if page_text.strip():
+            sections.append(Section("", offset, offset + len(page_text), page=number))
+            parts.append(page_text)
+            offset += len(page_text) + 2
+    title = meta_title or path.stem
+    return Document(str(path), title, "\n\n".join(parts), tuple(sections), "pdf")
+
+
+def _pdf_pages(data: bytes) -> tuple[list[str], str]:
+    from pypdf import PdfReader
+
+    logging.getLogger("pypdf").setLevel(logging.CRITICAL)
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise SkipFile("encrypted PDF")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        meta_title = reader.metadata.title if reader.metadata else None
+    except SkipFile:
+        raise
+    except Exception as err:  # pypdf raises many types on damaged files; all mean "skip it"
+        raise SkipFile(f"broken PDF ({type(err).__name__}: {err})") from err
+    if not any(p.strip() for p in pages):
+        raise SkipFile("PDF has no extractable text (scanned images?)")
+    return pages, (meta_title or "").strip() if isinstance(meta_title, str) else ""
+
+
+READERS: dict[str, Callable[[Path, bytes], Document]] = {
+    "text": read_text,
+    "markdown": read_markdown,
+    "html": read_html,
+    "pdf": read_pdf,
+}

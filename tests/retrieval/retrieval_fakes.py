@@ -1,0 +1,32 @@
+"""A stand-in embedder for ingest mechanics tests: instant, deterministic, and it records its inputs."""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+import numpy as np
+
+
+class FakeEmbedder:
+    """Hashed bag-of-words vectors; same interface as retrieval.embeddings.Embedder."""
+
+    def __init__(self, model_id: str = "fake-model", dim: int = 64) -> None:
+        self.model_id, self.dim, self.max_tokens = model_id, dim, 512
+        self.embedded: list[str] = []
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def vector(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            v[zlib.crc32(word.encode()) % self.dim] += 1.0
+        return v / max(float(np.linalg.norm(v)), 1e-9)
+
+    def embed_documents(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        self.embedded.extend(texts)
+        return np.stack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.vector(text)[None, :]

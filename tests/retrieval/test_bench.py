@@ -1,0 +1,39 @@
+"""The retrieval benchmark runs end to end on the fixture corpus and writes its JSON atomically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app import bench_retrieval
+from retrieval.embeddings import Embedder
+
+FIXTURES = Path(__file__).parent / "fixtures" / "docs"
+QUESTIONS = [
+    {"id": "q1", "question": "how do I rotate the munge key", "gold": ["munge-keys.txt"]},
+    {"id": "q2", "question": "restore the accounting database", "gold": ["backup.html"]},
+    {"id": "q3", "question": "a question nobody can answer", "gold": ["missing.html"]},
+]
+
+
+def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, minilm, capsys):
+    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None: minilm))
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    out = tmp_path / "results" / "bench.json"
+    argv = ["--index", str(tmp_path / "index"), "--questions", str(questions), "--docs", str(FIXTURES)]
+    assert bench_retrieval.main([*argv, "--out", str(out), "--repeats", "1"]) == 0
+
+    results = json.loads(out.read_text())
+    ingest = results["ingest"]
+    assert ingest["full"]["written"] and ingest["full"]["files_reembedded"] == 4
+    assert not ingest["unchanged"]["written"] and ingest["unchanged_cli_seconds"] > 0
+    assert ingest["touched"]["files_reembedded"] == 0
+    assert ingest["edited"]["files_reembedded"] == 1 and ingest["edited"]["file"] == ingest["reverted"]["file"]
+    evaluation = results["eval"]
+    for name in ("hybrid", "dense", "bm25"):
+        assert evaluation[name]["hit@5"] == round(2 / 3, 4) and evaluation[name]["misses"] == ["q3"]
+    latency = evaluation["latency_ms"]["hybrid"]
+    assert latency["queries"] == 3 and 0 < latency["p50"] <= latency["p95"] <= latency["max"]
+    assert "hit@5: hybrid 0.667" in capsys.readouterr().out
+    assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temp file left behind

@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from retrieval_fakes import FakeEmbedder
+
+from retrieval.embeddings import Embedder
+from retrieval.errors import RetrievalError
+from retrieval.ingest import IngestOptions, ingest
+from retrieval.retriever import open_index
+from retrieval.store import CURRENT, current_generation, read_manifest
+
+
+def sources(index_dir: Path) -> set[str]:
+    retriever = open_index(index_dir, FakeEmbedder())
+    return {Path(c.source).name for c in retriever.index.chunks}
+
+
+def live(index_dir: Path) -> str:
+    return (index_dir / CURRENT).read_text().strip()
+
+
+@pytest.fixture
+def no_model_loading(monkeypatch):
+    """Fail loudly if the ingest tries to load a real embedding model."""
+
+    def refuse(cls, model=None):
+        raise AssertionError("the embedding model was loaded")
+
+    monkeypatch.setattr(Embedder, "load", classmethod(refuse))
+
+
+def test_first_ingest_indexes_every_supported_file(docs, tmp_path, fake):
+    (docs / "diagram.png").write_bytes(b"\x89PNG....")
+    report = ingest([docs], tmp_path / "index", embedder=fake)
+    names = {Path(p).name for p in report.added}
+    assert names == {"runbook-slurmctld.md", "munge-keys.txt", "gpu-drain.rst", "backup.html"}
+    assert report.written and report.ignored == {".png": 1}
+    assert report.chunks == report.embedded_chunks == len(fake.embedded) > 0
+    assert sources(tmp_path / "index") == names
+    manifest = read_manifest(current_generation(tmp_path / "index"))
+    assert manifest["roots"] == [str(docs.resolve())]
+    entry = manifest["files"][str(docs.resolve() / "munge-keys.txt")]
+    assert len(entry["sha256"]) == 64 and entry["chunks"] >= 1
+
+
+def test_unchanged_reingest_writes_nothing_and_loads_no_model(docs, tmp_path, fake, no_model_loading):
+    index = tmp_path / "index"
+    ingest([docs], index, embedder=fake)
+    before = live(index)
+    os.utime(docs / "munge-keys.txt")  # touched, same content
+    report = ingest([docs], index)  # no embedder given: loading one would fail the test
+    assert not report.written and report.unchanged == 4 and report.embedded_chunks == 0
+    assert live(index) == before
+
+
+def test_changed_file_is_the_only_one_reembedded(docs, tmp_path, fake):
+    index = tmp_path / "index"
+    ingest([docs], index, embedder=fake)
+    with open(docs / "munge-keys.txt", "a") as handle:
+        handle.write("\nKeys live in a vault; fetch them with the ops-secrets tool.\n")
+    spy = FakeEmbedder()
+    report = ingest([docs], index, embedder=spy)
+    assert [Path(p).name for p in report.updated] == ["munge-keys.txt"]
+    assert report.added == [] and report.removed == [] and report.unchanged == 3
+    assert spy.embedded and all(text.startswith("munge-keys") for text in spy.embedded)
+    retriever = open_index(index, FakeEmbedder())
+    assert "ops-secrets" in retriever.bm25.retrieve("vault ops-secrets", k=1)[0].text
+    assert report.chunks == len(retriever.index.chunks)
+
+
+def test_removed_file_loses_its_chunks_and_roots_are_remembered(docs, tmp_path, fake):
+    index = tmp_path / "index"
+    ingest([docs], index, embedder=fake)
+    (docs / "gpu-drain.rst").unlink()
+    (docs / "new-note.md").write_text("# Node health check\n\nNHC runs every five minutes on each node.\n")
+    spy = FakeEmbedder()
+    report = ingest([], index, embedder=spy)  # no PATH: refresh the roots the index tracks
+    assert [Path(p).name for p in report.removed] == ["gpu-drain.rst"]
+    assert [Path(p).name for p in report.added] == ["new-note.md"]
+    assert all(t.startswith("Node health check") for t in spy.embedded)
+    assert sources(index) == {"runbook-slurmctld.md", "munge-keys.txt", "backup.html", "new-note.md"}
+
+
+def test_second_root_is_added_to_the_first(docs, tmp_path, fake):
+    index, extra = tmp_path / "index", tmp_path / "extra"
+    extra.mkdir()
+    (extra / "pager.txt").write_text("Page the on-call admin when the scheduler is down for ten minutes.\n")
+    ingest([docs], index, embedder=fake)
+    report = ingest([extra], index, embedder=FakeEmbedder())
+    assert [Path(p).name for p in report.added] == ["pager.txt"] and report.unchanged == 4
+    assert "pager.txt" in sources(index) and "backup.html" in sources(index)
+
+
+def test_vanished_root_is_dropped(docs, tmp_path, fake):
+    index, extra = tmp_path / "index", tmp_path / "extra"
+    extra.mkdir()
+    (extra / "pager.txt").write_text("Page the on-call admin.\n")
+    ingest([docs, extra], index, embedder=fake)
+    (extra / "pager.txt").unlink()
+    extra.rmdir()
+    report = ingest([], index, embedder=FakeEmbedder())
+    assert report.dropped_roots == [str(extra.resolve())]
+    assert [Path(p).name for p in report.removed] == ["pager.txt"]
+    assert read_manifest(current_generation(index))["roots"] == [str(docs.resolve())]
+
+
+def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(docs, tmp_path, fake, pdf_maker):
+    (docs / "empty.md").write_bytes(b"")
+    (docs / "binary.txt").write_bytes(b"\x00\x01\x02" * 100)
+    (docs / "latin1.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    (docs / "huge.md").write_text("x " * 6000)
+    good_pdf = pdf_maker(docs / "manual.pdf", ["Drain nodes before a firmware update."], "Firmware").read_bytes()
+    (docs / "broken.pdf").write_bytes(good_pdf[:200])
+    report = ingest([docs], tmp_path / "index", IngestOptions(max_file_bytes=10_000), embedder=fake)
+    reasons = {Path(s["path"]).name: s["reason"] for s in report.skipped}
+    assert set(reasons) == {"empty.md", "binary.txt", "latin1.txt", "huge.md", "broken.pdf"}
+    assert "too large" in reasons["huge.md"] and "UTF-8" in reasons["latin1.txt"]
+    assert "manual.pdf" in {Path(p).name for p in report.added}
+    summary = report.summary()
+    assert "5 skipped" in summary and "broken.pdf" in summary
+
+
+def test_a_file_that_turns_bad_loses_its_old_chunks(docs, tmp_path, fake):
+    index = tmp_path / "index"
+    ingest([docs], index, embedder=fake)
+    (docs / "munge-keys.txt").write_bytes(b"\xff\xfe garbage \x00")
+    report = ingest([docs], index, embedder=FakeEmbedder())
+    assert [Path(p).name for p in report.removed] == ["munge-keys.txt"]
+    assert [Path(s["path"]).name for s in report.skipped] == ["munge-keys.txt"]
+    assert "munge-keys.txt" not in sources(index)
+
+
+def test_only_bad_files_write_no_index(tmp_path, fake):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "empty.md").write_bytes(b"")
+    report = ingest([folder], tmp_path / "index", embedder=fake)
+    assert not report.written and report.chunks == 0 and fake.embedded == []
+    assert current_generation(tmp_path / "index") is None
+
+
+def test_missing_path_is_an_error_before_anything_happens(tmp_path, fake):
+    with pytest.raises(RetrievalError, match="does not exist"):
+        ingest([tmp_path / "nope"], tmp_path / "index", embedder=fake)
+    assert not (tmp_path / "index").exists()
+
+
+def test_index_inside_the_corpus_is_not_ingested(docs, fake):
+    index = docs / "index"
+    ingest([docs], index, embedder=fake)
+    report = ingest([docs], index, embedder=FakeEmbedder())
+    assert not report.written and report.skipped == []
+
+
+def test_hidden_files_and_folders_are_ignored(docs, tmp_path, fake):
+    (docs / ".git").mkdir()
+    (docs / ".git" / "notes.md").write_text("# hidden\n\nshould not be indexed\n")
+    (docs / ".draft.md").write_text("# draft\n\nnot yet\n")
+    report = ingest([docs], tmp_path / "index", embedder=fake)
+    assert {Path(p).name for p in report.added} == {
+        "runbook-slurmctld.md",
+        "munge-keys.txt",
+        "gpu-drain.rst",
+        "backup.html",
+    }

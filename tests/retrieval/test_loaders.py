@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retrieval.errors import SkipFile
+from retrieval.loaders import kind_of, load_document
+
+FIXTURES = Path(__file__).parent / "fixtures" / "docs"
+
+
+def headings(doc) -> list[str]:
+    return [s.heading for s in doc.sections]
+
+
+def test_markdown_sections_follow_headings_and_ignore_hashes_in_code():
+    doc = load_document(FIXTURES / "runbook-slurmctld.md")
+    assert doc.kind == "markdown"
+    assert doc.title == "Restarting slurmctld"
+    assert headings(doc) == ["", "Before you restart", "Restart procedure", "Restart procedure > Verify"]
+    before = doc.section_text(doc.sections[1])
+    assert "# this comment is code, not a heading" in before
+    assert "Restart procedure" not in before  # the next heading starts a new section
+
+
+def test_markdown_offsets_point_into_the_raw_file():
+    raw = (FIXTURES / "runbook-slurmctld.md").read_text(encoding="utf-8")
+    doc = load_document(FIXTURES / "runbook-slurmctld.md")
+    assert doc.text == raw
+    verify = doc.sections[-1]
+    assert raw[verify.start : verify.end].strip().startswith("Run `sinfo`")
+
+
+def test_markdown_without_h1_is_titled_by_file_stem(tmp_path):
+    path = tmp_path / "notes-on-fairshare.md"
+    path.write_text("## Decay\n\nPriorityDecayHalfLife halves old usage.\n", encoding="utf-8")
+    doc = load_document(path)
+    assert doc.title == "notes-on-fairshare"
+    assert headings(doc) == ["Decay"]
+
+
+def test_text_and_rst_are_whole_documents():
+    txt = load_document(FIXTURES / "munge-keys.txt")
+    rst = load_document(FIXTURES / "gpu-drain.rst")
+    assert (txt.kind, rst.kind) == ("text", "text")
+    assert "munge -n | unmunge" in txt.section_text(txt.sections[0])
+    assert rst.title == "gpu-drain" and "state=resume" in rst.text
+
+
+def test_html_keeps_main_text_and_headings_only():
+    doc = load_document(FIXTURES / "html" / "backup.html")
+    assert doc.title == "Database backups"
+    assert headings(doc) == ["", "Restoring a backup", "Restoring a backup > Point in time recovery"]
+    assert "mysqlbinlog" in doc.section_text(doc.sections[2])
+    for noise in ("script-should-not-appear", "another-script-token", "secret-style-token", "Navigation link only"):
+        assert noise not in doc.text
+
+
+def test_html_without_h1_falls_back_to_the_page_title(tmp_path):
+    path = tmp_path / "page.htm"
+    body = "<p>" + "Partitions group nodes into logical sets for scheduling purposes. " * 6 + "</p>"
+    path.write_text(f"<html><head><title>Partition guide</title></head><body><article>{body}</article></body></html>")
+    doc = load_document(path)
+    assert doc.title == "Partition guide"
+    assert "logical sets" in doc.text
+
+
+def test_pdf_keeps_page_numbers_and_metadata_title(tmp_path, pdf_maker):
+    path = pdf_maker(tmp_path / "manual.pdf", ["First page about sinfo.", "", "Third page about squeue."], "Ops Manual")
+    doc = load_document(path)
+    assert doc.title == "Ops Manual"
+    assert [s.page for s in doc.sections] == [1, 3]  # the blank page has no section
+    assert "squeue" in doc.section_text(doc.sections[1])
+
+
+def test_kind_of_is_by_extension_case_insensitive():
+    assert kind_of(Path("a/B.HTML")) == "html"
+    assert kind_of(Path("x.Md")) == "markdown"
+    assert kind_of(Path("image.png")) is None
+
+
+# --- malformed input: every case is a SkipFile with a reason, never another exception ------------
+
+
+def skip_reason(path: Path, **kwargs) -> str:
+    with pytest.raises(SkipFile) as caught:
+        load_document(path, **kwargs)
+    return str(caught.value)
+
+
+def test_empty_file_is_skipped(tmp_path):
+    (tmp_path / "empty.md").write_bytes(b"")
+    assert "empty" in skip_reason(tmp_path / "empty.md")
+
+
+def test_whitespace_only_file_is_skipped(tmp_path):
+    (tmp_path / "blank.txt").write_text("  \n\n\t\n")
+    assert "no text" in skip_reason(tmp_path / "blank.txt")
+
+
+def test_binary_file_with_text_extension_is_skipped(tmp_path):
+    (tmp_path / "core.txt").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)))
+    assert "binary" in skip_reason(tmp_path / "core.txt")
+
+
+def test_wrongly_encoded_text_is_skipped(tmp_path):
+    (tmp_path / "latin1.md").write_bytes("# Résumé des opérations\n".encode("latin-1"))
+    assert "UTF-8" in skip_reason(tmp_path / "latin1.md")
+
+
+def test_huge_file_is_skipped_before_reading(tmp_path):
+    (tmp_path / "big.txt").write_text("word " * 1000)
+    assert "too large" in skip_reason(tmp_path / "big.txt", max_bytes=1000)
+
+
+def test_broken_pdf_is_skipped(tmp_path, pdf_maker):
+    good = pdf_maker(tmp_path / "good.pdf", ["Some text"]).read_bytes()
+    (tmp_path / "truncated.pdf").write_bytes(good[: len(good) // 3])
+    (tmp_path / "garbage.pdf").write_bytes(b"%PDF-1.7\n" + bytes(range(256)) * 4)
+    assert skip_reason(tmp_path / "truncated.pdf")
+    assert skip_reason(tmp_path / "garbage.pdf")
+
+
+def test_file_that_is_not_a_pdf_is_skipped(tmp_path):
+    (tmp_path / "fake.pdf").write_text("just some text pretending to be a pdf")
+    assert "not a PDF" in skip_reason(tmp_path / "fake.pdf")
+
+
+def test_pdf_without_text_layer_is_skipped(tmp_path, pdf_maker):
+    path = pdf_maker(tmp_path / "scan.pdf", [""])
+    assert "no extractable text" in skip_reason(path)
+
+
+def test_encrypted_pdf_is_skipped(tmp_path, pdf_maker):
+    from pypdf import PdfReader, PdfWriter
+
+    plain = pdf_maker(tmp_path / "plain.pdf", ["classified runbook"])
+    writer = PdfWriter(clone_from=PdfReader(plain))
+    writer.encrypt("s3cret")
+    writer.write(tmp_path / "locked.pdf")
+    assert "encrypted" in skip_reason(tmp_path / "locked.pdf")
+
+
+def test_html_with_no_main_text_is_skipped(tmp_path):
+    path = tmp_path / "nav.html"
+    path.write_text(
+        "<html><head><script>x()</script><style>p {}</style></head><body><script>y()</script></body></html>"
+    )
+    assert "no main text" in skip_reason(path)
+
+
+def test_unreadable_file_is_skipped(tmp_path):
+    path = tmp_path / "secret.md"
+    path.write_text("# secret\n")
+    path.chmod(0)
+    try:
+        if _can_read(path):
+            pytest.skip("running as a user that ignores file permissions (root)")
+        assert "unreadable" in skip_reason(path)
+    finally:
+        path.chmod(0o600)
+
+
+def _can_read(path: Path) -> bool:
+    try:
+        path.read_bytes()
+        return True
+    except OSError:
+        return False
+
+
+def test_directory_named_like_a_document_is_skipped(tmp_path):
+    (tmp_path / "folder.md").mkdir()
+    assert "unreadable" in skip_reason(tmp_path / "folder.md")
+
+
+def test_unsupported_extension_is_skipped(tmp_path):
+    (tmp_path / "diagram.svg").write_text("<svg/>")
+    assert "unsupported" in skip_reason(tmp_path / "diagram.svg")
