@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from generation.engine import Completion, Engine, GenerationConfig
 
 SPECULATION_CHOICES = ("none", "ngram", "model", "hybrid")
-RETRIEVE_K = 4
+RETRIEVE_K = 6
 _BLANK_LINES = re.compile(r"\n\s*\n")
 
 

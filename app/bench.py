@@ -25,7 +25,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -109,9 +109,16 @@ def run(args: argparse.Namespace) -> int:
     loaded = ask.load_engine(args)
     methods = usable_methods(methods, loaded.engine.draft is not None)
     config = ask.generation_config(args, "none")
-    questions = Bench(loaded.engine, config, methods).run(rows)
-    report = make_report(config_record(args, loaded, methods, len(rows)), methods, questions, config.sampling.greedy)
-    print(write_results(Path(args.out), report))
+    record = config_record(args, loaded, methods, len(rows))
+    questions: list[dict] = []
+
+    def save_so_far(question: dict) -> None:
+        # rewritten atomically after every question: a long run that is stopped keeps what it measured
+        questions.append(question)
+        write_results(Path(args.out), make_report(record, methods, questions, config.sampling.greedy))
+
+    Bench(loaded.engine, config, methods).run(rows, on_question=save_so_far)
+    print(write_results(Path(args.out), make_report(record, methods, questions, config.sampling.greedy)))
     return 0
 
 
@@ -141,11 +148,13 @@ class Bench:
     def __init__(self, engine: Any, config: Any, methods: list[str]) -> None:
         self.engine, self.config, self.methods = engine, config, methods
 
-    def run(self, rows: list[dict]) -> list[dict]:
-        return [
-            self.run_question(row, f"[{i + 1}/{len(rows)}] q{row['question_id']}", warm_up=i == 0, shift=i)
-            for i, row in enumerate(rows)
-        ]
+    def run(self, rows: list[dict], on_question: Callable[[dict], None] | None = None) -> list[dict]:
+        done = []
+        for i, row in enumerate(rows):
+            done.append(self.run_question(row, f"[{i + 1}/{len(rows)}] q{row['question_id']}", warm_up=i == 0, shift=i))
+            if on_question is not None:
+                on_question(done[-1])
+        return done
 
     def run_question(self, row: dict, tag: str, warm_up: bool, shift: int) -> dict:
         """Prefill once, run every method (order rotated by `shift`), compare each with plain."""

@@ -10,15 +10,37 @@ from app.cli import main
 from generation.errors import SpecragError
 
 ROWS = [
-    {"question_id": 1, "category": "rag", "reference": [["sleeps"]],
-     "turns": ["the quick brown fox jumps over the lazy dog\nthe lazy dog sleeps all day in the sun\n"
-               "what does the dog do?"]},
+    {
+        "question_id": 1,
+        "category": "rag",
+        "reference": [["sleeps"]],
+        "turns": [
+            "the quick brown fox jumps over the lazy dog\nthe lazy dog sleeps all day in the sun\nwhat does the dog do?"
+        ],
+    },
     {"question_id": 2, "category": "qa", "turns": ["who is there? who is there? who"]},
 ]
-SUMMARY_KEYS = {"tokens_per_s", "speedup", "tokens_per_pass", "acceptance_rate", "identical_to_plain",
-                "mean_new_tokens"}
-RUN_KEYS = {"output_token_ids", "new_tokens", "decode_s", "tokens_per_s", "tokens_per_pass", "target_passes",
-            "acceptance_rate", "first_divergence", "divergence_margin", "identical_to_plain", "speedup"}
+SUMMARY_KEYS = {
+    "tokens_per_s",
+    "speedup",
+    "tokens_per_pass",
+    "acceptance_rate",
+    "identical_to_plain",
+    "mean_new_tokens",
+}
+RUN_KEYS = {
+    "output_token_ids",
+    "new_tokens",
+    "decode_s",
+    "tokens_per_s",
+    "tokens_per_pass",
+    "target_passes",
+    "acceptance_rate",
+    "first_divergence",
+    "divergence_margin",
+    "identical_to_plain",
+    "speedup",
+}
 
 
 @pytest.fixture
@@ -90,7 +112,7 @@ def test_sampling_reports_no_identity(tiny_engine, tmp_path, questions):
     assert all(run["first_divergence"] is None for q in report["questions"] for run in q["methods"].values())
 
 
-def test_a_failure_midway_leaves_no_results_file(tiny_engine, tmp_path, questions, monkeypatch):
+def test_a_failure_midway_keeps_the_questions_already_measured(tiny_engine, tmp_path, questions, monkeypatch):
     calls = []
     run_method = Bench.run_method
 
@@ -103,7 +125,10 @@ def test_a_failure_midway_leaves_no_results_file(tiny_engine, tmp_path, question
     monkeypatch.setattr(Bench, "run_method", failing)
     with pytest.raises(RuntimeError, match="boom"):
         run_bench(tmp_path, questions)
-    assert calls and not (tmp_path / "results").exists()
+    report = json.loads((tmp_path / "results" / "bench.json").read_text())
+    assert [q["question_id"] for q in report["questions"]] == [1]
+    assert report["summary"]["plain"]["tokens_per_s"] > 0
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["bench.json", "bench.md"]
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
