@@ -102,7 +102,7 @@ def quantize_draft_int8(model: PreTrainedModel) -> PreTrainedModel:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # per-output-channel weight scales: per-tensor scales lose too much on a 0.5B model
-        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
 
 
 def load_models(
