@@ -33,8 +33,11 @@ def tiny_engine(monkeypatch, tiny_models, tmp_path):
 
     def load_engine(args):
         use_draft = args.draft.lower() != "none"
-        return ask.LoadedEngine(Engine(target, tokenizer, draft if use_draft else None),
-                                "/models/tiny-target", "/models/tiny-draft" if use_draft else None)
+        return ask.LoadedEngine(
+            Engine(target, tokenizer, draft if use_draft else None),
+            "/models/tiny-target",
+            "/models/tiny-draft" if use_draft else None,
+        )
 
     monkeypatch.setattr(ask, "load_engine", load_engine)
     monkeypatch.setenv("SPECRAG_HOME", str(tmp_path / "specrag-home"))

@@ -29,8 +29,17 @@ def ask_json(capsys, *argv):
 def test_json_answer_has_every_field_and_matches_plain_decoding(tiny_engine, capsys, context_file):
     args = ["How do I drain a node?", "--context-file", str(context_file), "--max-new-tokens", "40"]
     record = ask_json(capsys, *args)
-    for key in ("answer", "prompt_token_ids", "output_token_ids", "origins", "target_model", "draft_model",
-                "sources", "finish_reason", "stats"):
+    for key in (
+        "answer",
+        "prompt_token_ids",
+        "output_token_ids",
+        "origins",
+        "target_model",
+        "draft_model",
+        "sources",
+        "finish_reason",
+        "stats",
+    ):
         assert key in record
     assert record["target_model"] == "/models/tiny-target" and record["speculation"] == "hybrid"
     assert len(record["origins"]) == len(record["output_token_ids"]) == record["stats"]["new_tokens"]
@@ -43,8 +52,14 @@ def test_json_answer_has_every_field_and_matches_plain_decoding(tiny_engine, cap
 
 def test_sources_count_the_tokens_copied_from_each_chunk():
     passages = [Passage("a", "one.md"), Passage("b", "two.md"), Passage("c", "three.md")]
-    origins = [Origin("chunk", 2, 0), Origin("target"), Origin("chunk", 2, 1), Origin("context", None, 5),
-               Origin("model"), Origin("chunk", 0, 3)]
+    origins = [
+        Origin("chunk", 2, 0),
+        Origin("target"),
+        Origin("chunk", 2, 1),
+        Origin("context", None, 5),
+        Origin("model"),
+        Origin("chunk", 0, 3),
+    ]
     assert copied_sources(origins, passages) == [
         {"chunk": 0, "passage": 1, "source": "one.md", "copied_tokens": 1},
         {"chunk": 2, "passage": 3, "source": "three.md", "copied_tokens": 2},

@@ -7,13 +7,16 @@ import pytest
 from app.prompting import SYSTEM_PROMPT, build_messages, encode_chunks, encode_prompt, spec_bench_rows
 from generation.errors import SpecragError
 
-CHAT_TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}<assistant>{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
 
 
 def test_messages_number_the_passages_before_the_question():
-    messages = build_messages("How do I drain a node?", ["scontrol update state=drain", "sinfo -R"],
-                              sources=["slurm.md", "sinfo.md"])
+    messages = build_messages(
+        "How do I drain a node?", ["scontrol update state=drain", "sinfo -R"], sources=["slurm.md", "sinfo.md"]
+    )
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"] == SYSTEM_PROMPT
     for word in ("context", "exact", "does not contain"):
@@ -40,8 +43,10 @@ def test_chat_template_output_is_a_flat_id_list(tiny_models):
 
 def test_chunks_are_encoded_without_special_tokens(tiny_models):
     tokenizer = tiny_models[2]
-    assert encode_chunks(tokenizer, ["ab", "c"]) == [tokenizer.convert_tokens_to_ids(list("ab")),
-                                                     tokenizer.convert_tokens_to_ids(["c"])]
+    assert encode_chunks(tokenizer, ["ab", "c"]) == [
+        tokenizer.convert_tokens_to_ids(list("ab")),
+        tokenizer.convert_tokens_to_ids(["c"]),
+    ]
 
 
 def write_rows(path, rows):
@@ -50,11 +55,19 @@ def write_rows(path, rows):
 
 
 def test_rag_rows_split_into_passages_and_question(tmp_path):
-    path = write_rows(tmp_path / "q.jsonl", [
-        {"question_id": 1, "category": "rag", "turns": ["first passage\nsecond passage\nwhat?"], "reference": [["x"]]},
-        {"question_id": 2, "category": "qa", "turns": ["who played anna?"]},
-        {"question_id": 3, "category": "qa", "turns": ["not read"]},
-    ])
+    path = write_rows(
+        tmp_path / "q.jsonl",
+        [
+            {
+                "question_id": 1,
+                "category": "rag",
+                "turns": ["first passage\nsecond passage\nwhat?"],
+                "reference": [["x"]],
+            },
+            {"question_id": 2, "category": "qa", "turns": ["who played anna?"]},
+            {"question_id": 3, "category": "qa", "turns": ["not read"]},
+        ],
+    )
     rag, qa = spec_bench_rows(path, limit=2)
     assert rag["chunks"] == ["first passage", "second passage"] and rag["question"] == "what?"
     assert rag["turn"] == "first passage\nsecond passage\nwhat?" and rag["reference"] == [["x"]]
