@@ -45,7 +45,7 @@ class CachedLM:
         reused = 0
         if self._snapshot is not None:
             tokens, cache = self._snapshot
-            reused = _common_prefix(tokens, token_ids)
+            reused = common_prefix_length(tokens, token_ids)
             if reused:
                 self.cache = copy.deepcopy(cache)
                 self.crop(reused)
@@ -68,7 +68,8 @@ class CachedLM:
         self.cache = DynamicCache(config=self.model.config)
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    """How many leading tokens two sequences share."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:

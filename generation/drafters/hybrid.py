@@ -32,13 +32,11 @@ class HybridDrafter:
         ngram: NgramDrafter | None,
         model: ModelDrafter | None,
         cost: PassCost,
-        min_copy_match: int = 1,
         fixed_length: int | None = None,
     ) -> None:
         if ngram is None and model is None:
             raise ValueError("a hybrid drafter needs an n-gram drafter, a model drafter, or both")
         self.ngram, self.model, self.cost = ngram, model, cost
-        self.min_copy_match = min_copy_match
         self.fixed_length = fixed_length
         self.copy_acceptance = [Acceptance(a * PRIOR_TRIALS, PRIOR_TRIALS) for a in COPY_PRIOR]
         self.model_acceptance = Acceptance(MODEL_PRIOR * PRIOR_TRIALS, PRIOR_TRIALS)
@@ -54,8 +52,6 @@ class HybridDrafter:
         if k <= 0:
             return Draft()
         match = self.ngram.lookup(context_ids, k) if self.ngram is not None else None
-        if match is not None and match.length < self.min_copy_match:
-            match = None
         if self.fixed_length is not None:
             return self._propose_fixed(context_ids, min(k, self.fixed_length), match)
         choice = (0, 1.0 / self.cost(1), None)  # (length, expected tokens/s, source)

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from generation.cached_lm import CachedLM
+from generation.cached_lm import CachedLM, common_prefix_length
 from generation.drafters.base import MODEL, Draft
 from generation.drafters.policy import ConfidenceCalibration, PassCost, best_prefix
 from generation.sampling import SamplingParams, logits_to_probs, sample
@@ -74,10 +74,7 @@ class ModelDrafter:
 
     def _logits_after(self, context_ids: list[int]) -> torch.Tensor:
         """Sync the cache to context[:-1] + feed the rest; return logits for the next token."""
-        common = 0
-        limit = min(len(self.fed), len(context_ids) - 1)
-        while common < limit and self.fed[common] == context_ids[common]:
-            common += 1
+        common = min(common_prefix_length(self.fed, context_ids), len(context_ids) - 1)
         self.lm.crop(common)
         self.fed = list(context_ids)
         return self.lm.extend(context_ids[common:], last_only=True)[-1]

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from generation.cached_lm import common_prefix_length
 from generation.drafters.base import Draft, Origin
 
 
@@ -62,7 +63,6 @@ class NgramDrafter:
         self.max_ngram, self.min_ngram, self.max_extend = max_ngram, min_ngram, max_extend
         self.chunks = [NgramTable(max_ngram, chunk) for chunk in chunks]
         self.context = NgramTable(max_ngram)
-        self.last_match: Match | None = None
 
     def prefill(self, context_ids: list[int]) -> None:
         self._sync(context_ids)
@@ -89,10 +89,8 @@ class NgramDrafter:
         return None
 
     def propose(self, context_ids: list[int], k: int) -> Draft:
-        self.last_match = self.lookup(context_ids, k) if k > 0 else None
-        if self.last_match is None:
-            return Draft()
-        return draft_from_match(self.last_match)
+        match = self.lookup(context_ids, k) if k > 0 else None
+        return Draft() if match is None else draft_from_match(match)
 
     def observe(self, num_accepted: int) -> None:
         pass
@@ -104,11 +102,7 @@ class NgramDrafter:
     def _sync(self, context_ids: list[int]) -> None:
         known = self.context.tokens
         if len(context_ids) < len(known) or context_ids[: len(known)] != known:
-            common = next(
-                (i for i, (a, b) in enumerate(zip(known, context_ids, strict=False)) if a != b),
-                min(len(known), len(context_ids)),
-            )
-            self.context.truncate(common)
+            self.context.truncate(common_prefix_length(known, context_ids))
         self.context.extend(context_ids[len(self.context.tokens) :])
 
     def _extend_back(self, tokens: list[int], start: int, context_ids: list[int], n: int) -> int:
