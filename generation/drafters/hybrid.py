@@ -20,7 +20,7 @@ from generation.drafters.policy import Acceptance, PassCost, best_draft_length
 # prior per-token acceptance of a copy by matched suffix length (1, 2, ..., 6+): weak, quickly overridden
 COPY_PRIOR = (0.15, 0.3, 0.45, 0.55, 0.65, 0.75)
 MODEL_PRIOR = 0.6
-MODEL_MAX_DRAFT = 8
+MODEL_MAX_DRAFT = 16  # the model's own stopping rule (policy.worth_drafting_on) usually ends drafts sooner
 PRIOR_TRIALS = 4.0
 
 

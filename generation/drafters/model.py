@@ -5,7 +5,8 @@ the longest common prefix, then feed what is missing in one pass (after a fully 
 draft that is the last draft token plus the bonus token; after n-gram steps, the copied
 tokens). Each token is drawn from q = logits_to_probs(draft logits), the same warping the
 target gets, and drafting stops early once the model's own top probability falls below
-`min_confidence`.
+`min_confidence`, or, when the caller passes the target's pass cost, once drafting further no
+longer pays by the calibrated odds (policy.worth_drafting_on).
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import torch
 
 from generation.cached_lm import CachedLM, common_prefix_length
 from generation.drafters.base import MODEL, Draft
-from generation.drafters.policy import ConfidenceCalibration, PassCost, best_prefix
+from generation.drafters.policy import ConfidenceCalibration, PassCost, best_prefix, worth_drafting_on
 from generation.sampling import SamplingParams, logits_to_probs, sample
-
-MIN_PREFIX_PROB = 0.25  # stop drafting once the whole prefix is this unlikely to survive
 
 
 class ModelDrafter:
@@ -40,8 +39,8 @@ class ModelDrafter:
         self.fed = list(context_ids[:-1])
 
     def propose(self, context_ids: list[int], k: int, cost: PassCost | None = None) -> Draft:
-        """Up to k tokens. With a pass cost, draft while the calibrated chance that the whole
-        prefix is accepted stays above MIN_PREFIX_PROB, then send the most profitable prefix."""
+        """Up to k tokens. With a pass cost, draft while another token is expected to raise the
+        tokens per second (calibrated odds, measured step time), then send the most profitable prefix."""
         self._confidences = []
         if k <= 0:
             return Draft()
@@ -56,9 +55,14 @@ class ModelDrafter:
             draft.origins.append(MODEL)
             confidence = float(torch.softmax(logits.float(), -1).max()) if self.params.greedy else float(q[token])
             self._confidences.append(confidence)
-            prefix_probs.append((prefix_probs[-1] if prefix_probs else 1.0) * self.calibration(confidence))
-            unsure = prefix_probs[-1] < MIN_PREFIX_PROB if cost is not None else confidence < self.min_confidence
-            if i == k - 1 or unsure:
+            survival = self.calibration(confidence)
+            prefix_probs.append((prefix_probs[-1] if prefix_probs else 1.0) * survival)
+            if i == k - 1:
+                break
+            if cost is None:
+                if confidence < self.min_confidence:
+                    break
+            elif not worth_drafting_on(prefix_probs, survival, cost, self._step_estimate(start, i + 1), k - i - 1):
                 break
             logits = self.lm.extend([token])[-1]
             self.fed.append(token)
@@ -78,6 +82,10 @@ class ModelDrafter:
         self.lm.crop(common)
         self.fed = list(context_ids)
         return self.lm.extend(context_ids[common:], last_only=True)[-1]
+
+    def _step_estimate(self, start: float, drafted: int) -> float:
+        """Seconds per draft token: the running mean, or this draft's pace before the first record."""
+        return self.step_seconds or (time.perf_counter() - start) / drafted
 
     @property
     def step_seconds(self) -> float:

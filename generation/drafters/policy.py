@@ -111,10 +111,35 @@ class ConfidenceCalibration:
 
 def best_prefix(prefix_probs: list[float], cost: PassCost, sunk_seconds: float) -> int:
     """How many drafted tokens to send: prefix_probs[i] = P(the first i+1 are all accepted)."""
+    return _best_send(prefix_probs, cost, sunk_seconds)[0]
+
+
+def _best_send(prefix_probs: list[float], cost: PassCost, sunk_seconds: float) -> tuple[int, float]:
     best_k, best_rate, expected = 0, 1.0 / (cost(1) + sunk_seconds), 1.0
     for k, p in enumerate(prefix_probs, start=1):
         expected += p
         rate = expected / (cost(k + 1) + sunk_seconds)
         if rate > best_rate:
             best_k, best_rate = k, rate
-    return best_k
+    return best_k, best_rate
+
+
+def worth_drafting_on(prefix_probs: list[float], survival: float, cost: PassCost, step: float, room: int) -> bool:
+    """Should the draft model propose another token, or should we verify what we have?
+
+    Sending now yields the best prefix's rate. Drafting j more tokens costs j draft steps and a
+    wider pass, and adds P_k * s^t for t = 1..j, where P_k is the chance the current draft
+    survives and s the chance each next token does. We go on if some j in 1..room beats sending
+    now. The look-ahead matters on CPUs whose pass cost is a staircase (here 1 to 3 tokens cost
+    the same, 4 cost 1.5x, 16 cost 2.1x): one step at a time, the stair at 4 would stop every
+    draft at 3 tokens even when a confident run of 12 would pay for it.
+    """
+    k = len(prefix_probs)
+    _, send_now = _best_send(prefix_probs, cost, k * step)
+    expected, survive = 1.0 + sum(prefix_probs), prefix_probs[-1] if prefix_probs else 1.0
+    for j in range(1, room + 1):
+        survive *= survival
+        expected += survive
+        if expected / (cost(k + j + 1) + (k + j) * step) > send_now:
+            return True
+    return False

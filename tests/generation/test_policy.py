@@ -13,6 +13,7 @@ from generation.drafters.policy import (
     best_draft_length,
     best_prefix,
     expected_tokens,
+    worth_drafting_on,
 )
 
 
@@ -76,3 +77,19 @@ def test_best_prefix_stops_where_the_next_token_no_longer_pays():
     assert best_prefix([0.9, 0.8, 0.3, 0.1], cost, sunk_seconds=0.2) == 2
     assert best_prefix([0.99, 0.98, 0.97, 0.96, 0.95, 0.94, 0.93], cost, sunk_seconds=0.2) == 7
     assert best_prefix([], cost, sunk_seconds=0.0) == 0
+
+
+def test_drafting_looks_past_the_stair_in_the_pass_cost():
+    cost = PassCost({1: 1.0, 2: 1.0, 3: 1.0, 4: 1.5, 16: 2.1})
+    cost.record(1, 1.0)
+    drafted = [0.9, 0.81]  # P(the first i tokens all survive)
+    # sending 2 now: 2.71 tokens / 1.04 s; one more token alone: 3.44 / 1.56 s, worse ...
+    assert not worth_drafting_on(drafted, 0.9, cost, step=0.02, room=1)
+    # ... but ten more: 7.17 / 2.19 s, better
+    assert worth_drafting_on(drafted, 0.9, cost, step=0.02, room=12)
+    # an unsure next token, a costly draft model, or no room left: verify now
+    assert not worth_drafting_on(drafted, 0.3, cost, step=0.02, room=12)
+    assert not worth_drafting_on(drafted, 0.9, cost, step=1.0, room=12)
+    assert not worth_drafting_on(drafted, 0.9, cost, step=0.02, room=0)
+    # inside the flat part of the staircase the next token is nearly free
+    assert worth_drafting_on([0.6], 0.6, cost, step=0.05, room=1)
