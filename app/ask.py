@@ -40,6 +40,8 @@ class LoadedEngine:
     engine: Engine
     target_path: str
     draft_path: str | None
+    draft_int8: bool = False  # the draft's linear layers run with dynamic int8 weights
+    linear_layout_patched: bool = False
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -129,7 +131,8 @@ def load_engine(args: argparse.Namespace) -> LoadedEngine:
         getattr(args, "draft_int8", "auto"),
         getattr(args, "linear_layout", "off"),
     )
-    return LoadedEngine(Engine(models.target, models.tokenizer, models.draft), models.target_path, models.draft_path)
+    engine = Engine(models.target, models.tokenizer, models.draft)
+    return LoadedEngine(engine, models.target_path, models.draft_path, models.draft_int8, models.linear_layout_patched)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -415,6 +415,8 @@ def config_record(args: argparse.Namespace, loaded: Any, methods: list[str], que
         "target_path": loaded.target_path,
         "draft_model": args.draft,
         "draft_path": loaded.draft_path,
+        "draft_int8": loaded.draft_int8,
+        "linear_layout_patched": loaded.linear_layout_patched,
         "device": str(model.device),
         "dtype": str(model.dtype).removeprefix("torch."),
         "torch_threads": torch.get_num_threads(),
