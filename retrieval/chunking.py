@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -73,6 +75,22 @@ def make_splitter(count_tokens: Callable[[str], int], params: ChunkParams) -> Re
         chunk_overlap=params.overlap_tokens,
         length_function=count_tokens,
     )
+
+
+@dataclass(frozen=True)
+class ChunkRecipe:
+    """What another process needs to chunk exactly as the embedder counts tokens (picklable)."""
+
+    tokenizer_file: str
+    params: ChunkParams
+
+
+@cache
+def splitter_for(recipe: ChunkRecipe) -> RecursiveCharacterTextSplitter:
+    from retrieval.embeddings import file_tokenizer
+
+    counter = file_tokenizer(Path(recipe.tokenizer_file))
+    return make_splitter(lambda text: len(counter.encode(text, add_special_tokens=False).ids), recipe.params)
 
 
 def chunk_document(doc: Document, splitter: RecursiveCharacterTextSplitter) -> list[Chunk]:

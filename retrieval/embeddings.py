@@ -107,7 +107,12 @@ class Embedder:
 
             self.model.to(torch.bfloat16)
         self.tokenizer = self.model.tokenizer
-        self._counter = _plain_rust_tokenizer(self.tokenizer)
+        # Count with the model folder's tokenizer.json when there is one: worker processes that
+        # chunk files (parallel_load) load that same file, so both count identically by construction.
+        self.tokenizer_file = tokenizer_file_of(path)
+        self._counter = (
+            file_tokenizer(self.tokenizer_file) if self.tokenizer_file else _plain_rust_tokenizer(self.tokenizer)
+        )
 
     @classmethod
     def load(cls, model: str | Path | None = None, precision: str = "auto") -> Embedder:
@@ -160,6 +165,21 @@ def _torch_threads(count: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def tokenizer_file_of(model_dir: Path) -> Path | None:
+    path = model_dir / "tokenizer.json"
+    return path if path.is_file() else None
+
+
+def file_tokenizer(tokenizer_file: Path) -> Tokenizer:
+    """The fast tokenizer from its file, without truncation or padding (light: no torch, no transformers)."""
+    from tokenizers import Tokenizer
+
+    counter = Tokenizer.from_file(str(tokenizer_file))
+    counter.no_truncation()
+    counter.no_padding()
+    return counter
 
 
 def _plain_rust_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:

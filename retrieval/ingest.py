@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from retrieval.chunking import Chunk, ChunkParams, chunk_document, make_splitter
-from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder, resolve_model
+from retrieval.chunking import Chunk, ChunkParams, ChunkRecipe, chunk_document, make_splitter
+from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder, resolve_model, tokenizer_file_of
 from retrieval.errors import IndexMismatchError, RetrievalError, SkipFile
 from retrieval.index import HybridIndex, load_rows
 from retrieval.loaders import DEFAULT_MAX_BYTES, Document, kind_of, too_large
@@ -126,12 +126,13 @@ def ingest(
         roots = _roots(manifest, new_roots, report)
         plan = _plan(roots, index_dir, manifest, options.max_file_bytes, report)
         loading = _load_in_background(model_id, options.precision) if embedder is None and plan.to_load else None
-        docs = _load(plan, options, report)
+        recipe = _chunk_recipe(embedder, model_id, params) if plan.to_load else None
+        docs, chunked = _load(plan, options, report, recipe)
         if not _must_write(manifest, roots, plan, docs, options):
             _classify(report, manifest, plan, docs)
             return _finish(report, started, chunks=manifest["chunks"] if manifest else 0)
         embedder = embedder or (loading.result() if loading else Embedder.load(model_id, options.precision))
-        chunks, vectors = _embed(docs, embedder, params, options, report)
+        chunks, vectors = _embed(docs, chunked, embedder, params, options, report)
         _classify(report, manifest, plan, docs)
         settings = IndexSettings(embedder.model_id, embedder.dim, params.chunk_tokens, params.overlap_tokens)
         chunks, vectors = _merge(live, manifest, plan, settings, chunks, vectors)
@@ -249,9 +250,21 @@ def file_digest(path: Path, max_bytes: int) -> str:
 # --- load, chunk, embed ------------------------------------------------------------------------
 
 
-def _load(plan: _Plan, options: IngestOptions, report: IngestReport) -> dict[str, Document]:
-    tick, docs = time.perf_counter(), {}
-    loaded = read_all(plan.to_load, options.max_file_bytes)
+def _chunk_recipe(embedder: Embedder | None, model_id: str, params: ChunkParams) -> ChunkRecipe | None:
+    """Chunk in the reading workers when they can count tokens exactly as the embedder will."""
+    if embedder is not None:
+        tokenizer_file = getattr(embedder, "tokenizer_file", None)
+    else:
+        tokenizer_file = tokenizer_file_of(resolve_model(model_id)[1])
+    return ChunkRecipe(str(tokenizer_file), params) if tokenizer_file else None
+
+
+def _load(
+    plan: _Plan, options: IngestOptions, report: IngestReport, recipe: ChunkRecipe | None
+) -> tuple[dict[str, Document], dict[str, list[Chunk]]]:
+    """The readable documents, and their chunks when the recipe let the workers cut them."""
+    tick, docs, chunked = time.perf_counter(), {}, {}
+    loaded = read_all(plan.to_load, options.max_file_bytes, recipe)
     bar = tqdm(
         loaded,
         total=len(plan.to_load),
@@ -259,13 +272,15 @@ def _load(plan: _Plan, options: IngestOptions, report: IngestReport) -> dict[str
         unit="file",
         disable=not options.progress or len(plan.to_load) < 20,
     )
-    for path, doc in bar:
-        if isinstance(doc, SkipFile):
-            report.skipped.append({"path": path, "reason": str(doc)})
-        else:
-            docs[path] = doc
-    report.timings["load"] = round(time.perf_counter() - tick, 3)
-    return docs
+    for path, outcome in bar:
+        if outcome.document is None:
+            report.skipped.append({"path": path, "reason": outcome.skipped})
+            continue
+        docs[path] = outcome.document
+        if outcome.chunks is not None:
+            chunked[path] = outcome.chunks
+    report.timings["load"] = round(time.perf_counter() - tick, 3)  # includes chunking done by the readers
+    return docs, chunked
 
 
 def _must_write(manifest: dict | None, roots: list[str], plan: _Plan, docs: dict, options: IngestOptions) -> bool:
@@ -276,7 +291,12 @@ def _must_write(manifest: dict | None, roots: list[str], plan: _Plan, docs: dict
 
 
 def _embed(
-    docs: dict[str, Document], embedder: Embedder, params: ChunkParams, options: IngestOptions, report: IngestReport
+    docs: dict[str, Document],
+    chunked: dict[str, list[Chunk]],
+    embedder: Embedder,
+    params: ChunkParams,
+    options: IngestOptions,
+    report: IngestReport,
 ) -> tuple[list[Chunk], np.ndarray]:
     if params.chunk_tokens > embedder.max_tokens - 2:
         raise RetrievalError(f"chunk_tokens {params.chunk_tokens} exceeds what the model reads ({embedder.max_tokens})")
@@ -284,7 +304,7 @@ def _embed(
     splitter = make_splitter(embedder.count_tokens, params)
     chunks = []
     for path, doc in list(docs.items()):
-        doc_chunks = chunk_document(doc, splitter)
+        doc_chunks = chunked[path] if path in chunked else chunk_document(doc, splitter)
         if not doc_chunks:
             report.skipped.append({"path": path, "reason": "no text to index"})
             del docs[path]

@@ -1,4 +1,5 @@
-"""Read many files on all cores: HTML extraction is CPU-bound and files are independent.
+"""Read (and chunk) many files on all cores: HTML extraction and token counting are CPU-bound
+and files are independent.
 
 Workers are spawned, not forked: the ingesting process may already hold torch and its
 OpenMP threads (an embedder passed in, a test session), and forking those is unsafe.
@@ -13,37 +14,48 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 
+from retrieval.chunking import Chunk, ChunkRecipe, chunk_document, splitter_for
 from retrieval.errors import SkipFile
 from retrieval.loaders import Document, load_document
 
 POOL_MIN_FILES = 32  # below this, starting workers (~1 s of imports) costs more than it saves
 MAX_WORKERS = 8
 
-Loaded = Document | SkipFile
+
+@dataclass
+class Loaded:
+    """One file's outcome: its document (and chunks, when a recipe was given), or why it was skipped."""
+
+    document: Document | None = None
+    chunks: list[Chunk] | None = None
+    skipped: str | None = None
 
 
-def read_one(path: str, max_bytes: int) -> Loaded:
-    """The document, or the SkipFile that says why it cannot be indexed (returned, so it crosses processes)."""
+def read_one(path: str, max_bytes: int, recipe: ChunkRecipe | None = None) -> Loaded:
     try:
-        return load_document(Path(path), max_bytes)
+        document = load_document(Path(path), max_bytes)
     except SkipFile as why:
-        return why
+        return Loaded(skipped=str(why))
+    return Loaded(document, chunk_document(document, splitter_for(recipe)) if recipe else None)
 
 
-def read_all(paths: list[str], max_bytes: int, workers: int | None = None) -> Iterator[tuple[str, Loaded]]:
-    """(path, document or skip reason) for every path, in order."""
+def read_all(
+    paths: list[str], max_bytes: int, recipe: ChunkRecipe | None = None, workers: int | None = None
+) -> Iterator[tuple[str, Loaded]]:
+    """(path, outcome) for every path, in order."""
     workers = min(workers or os.cpu_count() or 1, MAX_WORKERS, len(paths))
     done = 0
     if workers >= 2 and len(paths) >= POOL_MIN_FILES:
         try:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                for loaded in pool.map(read_one, paths, repeat(max_bytes), chunksize=4):
+                for loaded in pool.map(read_one, paths, repeat(max_bytes), repeat(recipe), chunksize=4):
                     yield paths[done], loaded
                     done += 1
         except BrokenProcessPool:
             pass  # read what is left in this process
     for path in paths[done:]:
-        yield path, read_one(path, max_bytes)
+        yield path, read_one(path, max_bytes, recipe)

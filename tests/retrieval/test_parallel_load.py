@@ -1,4 +1,5 @@
-"""Reading files in worker processes gives exactly what reading them here gives, even if the pool dies."""
+"""Reading (and chunking) files in worker processes gives exactly what doing it here gives,
+even if the pool dies."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from retrieval import parallel_load
-from retrieval.errors import SkipFile
+from retrieval.chunking import ChunkParams, ChunkRecipe, chunk_document, make_splitter
 from retrieval.parallel_load import POOL_MIN_FILES, read_all, read_one
 
 
@@ -17,7 +18,8 @@ def files(tmp_path: Path) -> list[str]:
     paths = []
     for i in range(POOL_MIN_FILES + 4):
         path = tmp_path / f"note-{i:02d}.md"
-        path.write_text(f"# Runbook {i}\n\nRestart daemon {i} with systemctl restart d{i}.\n")
+        body = " ".join(f"Restart daemon {i}.{j} with systemctl restart d{j}." for j in range(40))
+        path.write_text(f"# Runbook {i}\n\n{body}\n\n## Check\n\nRun sinfo and squeue.\n")
         paths.append(path)
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "binary.txt").write_bytes(b"\x00\x01\x02" * 100)
@@ -26,16 +28,27 @@ def files(tmp_path: Path) -> list[str]:
     return [str(p) for p in paths]
 
 
-def as_comparable(results) -> list[tuple[str, object]]:
-    return [(path, str(got) if isinstance(got, SkipFile) else got) for path, got in results]
+def here(files: list[str], recipe: ChunkRecipe | None = None) -> list:
+    return [(path, read_one(path, 10**6, recipe)) for path in files]
 
 
 def test_workers_read_the_same_documents_and_skips(files):
-    sequential = as_comparable((path, read_one(path, 10**6)) for path in files)
-    parallel = as_comparable(read_all(files, 10**6, workers=2))
-    assert parallel == sequential
-    skipped = [path for path, got in parallel if isinstance(got, str)]
-    assert [Path(p).name for p in skipped] == ["empty.txt", "binary.txt", "broken.pdf"]
+    parallel = list(read_all(files, 10**6, workers=2))
+    assert parallel == here(files)
+    skipped = [Path(path).name for path, outcome in parallel if outcome.skipped]
+    assert skipped == ["empty.txt", "binary.txt", "broken.pdf"]
+    assert all(outcome.chunks is None for _, outcome in parallel)  # no recipe: chunking is left to the caller
+
+
+def test_workers_chunk_exactly_as_the_embedder_counts(files, minilm):
+    recipe = ChunkRecipe(str(minilm.tokenizer_file), ChunkParams(chunk_tokens=40, overlap_tokens=8))
+    parallel = list(read_all(files, 10**6, recipe, workers=2))
+    assert parallel == here(files, recipe)
+    splitter = make_splitter(minilm.count_tokens, recipe.params)  # the in-process path of ingest
+    for _, outcome in parallel:
+        if outcome.document is not None:
+            assert len(outcome.chunks) > 2
+            assert outcome.chunks == chunk_document(outcome.document, splitter)
 
 
 class DyingPool:
@@ -51,8 +64,8 @@ class DyingPool:
         return None
 
     def map(self, fn, paths, *rest, **kwargs):
-        for path, extra in zip(list(paths)[:3], *rest, strict=False):  # repeat() is endless
-            yield fn(path, extra)
+        for path, *extra in zip(list(paths)[:3], *rest, strict=False):  # repeat() is endless
+            yield fn(path, *extra)
         raise BrokenProcessPool("a worker died")
 
 
@@ -60,7 +73,7 @@ def test_a_dead_pool_falls_back_to_reading_here(files, monkeypatch):
     monkeypatch.setattr(parallel_load, "ProcessPoolExecutor", DyingPool)
     results = list(read_all(files, 10**6, workers=2))
     assert [path for path, _ in results] == files  # every file once, in order
-    assert as_comparable(results) == as_comparable((path, read_one(path, 10**6)) for path in files)
+    assert results == here(files)
 
 
 def test_few_files_are_read_in_process(files, monkeypatch):
