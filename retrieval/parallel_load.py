@@ -50,12 +50,15 @@ def read_all(
     workers = min(workers or os.cpu_count() or 1, MAX_WORKERS, len(paths))
     done = 0
     if workers >= 2 and len(paths) >= POOL_MIN_FILES:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         try:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                for loaded in pool.map(read_one, paths, repeat(max_bytes), repeat(recipe), chunksize=4):
-                    yield paths[done], loaded
-                    done += 1
+            for loaded in pool.map(read_one, paths, repeat(max_bytes), repeat(recipe), chunksize=4):
+                yield paths[done], loaded
+                done += 1
         except BrokenProcessPool:
             pass  # read what is left in this process
+        finally:
+            # on Ctrl-C or an abandoned iteration, drop the queued files instead of reading them all
+            pool.shutdown(wait=True, cancel_futures=True)
     for path in paths[done:]:
         yield path, read_one(path, max_bytes, recipe)

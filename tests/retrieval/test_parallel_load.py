@@ -57,11 +57,8 @@ class DyingPool:
     def __init__(self, *args, **kwargs) -> None:
         pass
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
 
     def map(self, fn, paths, *rest, **kwargs):
         for path, *extra in zip(list(paths)[:3], *rest, strict=False):  # repeat() is endless
@@ -74,6 +71,20 @@ def test_a_dead_pool_falls_back_to_reading_here(files, monkeypatch):
     results = list(read_all(files, 10**6, workers=2))
     assert [path for path, _ in results] == files  # every file once, in order
     assert results == here(files)
+
+
+def test_an_abandoned_read_cancels_the_queued_files(files, monkeypatch):
+    shutdowns = []
+
+    class Spy(DyingPool):
+        def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+            shutdowns.append(cancel_futures)
+
+    monkeypatch.setattr(parallel_load, "ProcessPoolExecutor", Spy)
+    reading = read_all(files, 10**6, workers=2)
+    next(reading)
+    reading.close()  # what an exception in the consumer (Ctrl-C) does to the generator
+    assert shutdowns == [True]
 
 
 def test_few_files_are_read_in_process(files, monkeypatch):
