@@ -99,7 +99,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--dtype",
         default="auto",
         choices=("auto", "float32", "bfloat16", "float16"),
-        help="weights dtype (default auto: float32 on CPU)",
+        help="target weights dtype (default auto: float32 on CPU, bf16/fp16 on GPU)",
     )
     parser.add_argument(
         "--draft-int8",

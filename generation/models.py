@@ -50,12 +50,13 @@ def pick_device(device: str = "auto") -> torch.device:
 
 
 def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """float32 on CPU, bf16/fp16 on GPU.
+    """auto: float32 on CPU, bf16/fp16 on GPU.
 
-    On CPUs without native bf16 (AVX2), bf16 passes become compute bound past ~4 tokens. On
-    AMX CPUs bf16 is faster at every width (here: 0.25 s for 1 to 16 tokens vs 0.37-0.94 s
-    in float32), available as --dtype bfloat16; float32 stays the default because the
-    benchmark, the cost calibration and the int8 draft were measured and tuned in it.
+    On AMX CPUs bf16 is much faster (here 0.25 s for a pass of 1 to 16 tokens, against 0.37 s
+    to 0.94 s in float32), but not exact enough: its logits come in steps of 1/16-1/8, so a
+    16-token pass and a 1-token pass often round a near-tie differently. On the 10-question
+    benchmark in bf16, every speculative method (transformers' too) diverged from plain bf16
+    greedy on 1-2 questions at margins of 0-0.125. float32 keeps the token-for-token promise.
     """
     if dtype == "auto":
         if device.type == "cuda":
@@ -133,9 +134,10 @@ def load_models(
     draft_model, draft_path, int8 = None, None, False
     if draft:
         draft_path = resolve_model(draft)
-        draft_model = load_causal_lm(draft_path, dev, torch_dtype)
+        # On CPU the int8 draft (float32 activations) is the fastest drafter whatever the target's dtype
+        int8 = dev.type == "cpu" and draft_int8 in ("auto", "on")
+        draft_model = load_causal_lm(draft_path, dev, torch.float32 if int8 else torch_dtype)
         check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_path), target_model, draft_model)
-        int8 = dev.type == "cpu" and torch_dtype == torch.float32 and draft_int8 in ("auto", "on")
         if int8:
             draft_model = quantize_draft_int8(draft_model)
     return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, int8, patched)

@@ -58,19 +58,13 @@ def resolve_model(model: str | Path | None) -> tuple[str, Path]:
     return str(path), path
 
 
-def native_bf16() -> bool:
-    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX); elsewhere it is emulated and slower."""
-    import torch
-
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private but stable since torch 2.3
-    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
-
-
 def resolve_precision(precision: str) -> str:
     """ "auto" -> bfloat16 autocast where the CPU does bf16 natively, else float32."""
     if precision not in PRECISIONS:
         raise EmbeddingModelError(f"unknown embedding precision {precision!r}; use one of {', '.join(PRECISIONS)}")
     if precision == "auto":
+        from generation.hardware import native_bf16  # imports torch: only when deciding
+
         return "bfloat16" if native_bf16() else "float32"
     return precision
 

@@ -4,6 +4,7 @@ import hashlib
 import sys
 
 import pytest
+import torch
 
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.model_store import PackagedGGUF, assemble_gguf, part_paths
@@ -69,3 +70,17 @@ def test_vocabulary_mismatch_is_refused(tokenizer):
     with pytest.raises(VocabularyMismatchError, match="share a vocabulary"):
         check_same_vocabulary(tokenizer, tokenizer, target, other)
     check_same_vocabulary(tokenizer, tokenizer, target, tiny_lm(2))  # same family: accepted
+
+
+def test_cpu_defaults_to_float32_and_the_draft_stays_int8_under_a_bf16_target(tmp_path, tokenizer):
+    from generation import models
+
+    folder = tmp_path / "tiny"
+    tiny_lm(0).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    assert models.load_models(str(folder), None, device="cpu").target.dtype == torch.float32
+    loaded = models.load_models(str(folder), str(folder), device="cpu", dtype="bfloat16")
+    assert loaded.target.dtype == torch.bfloat16
+    # the draft runs float32 activations over int8 weights whatever the target's dtype
+    assert loaded.draft_int8 and loaded.draft.dtype == torch.float32
+    assert ".quantized.dynamic." in type(loaded.draft.model.layers[0].mlp.up_proj).__module__

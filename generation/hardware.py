@@ -1,0 +1,11 @@
+"""What the CPU can do natively, for dtype choices that differ by machine."""
+
+from __future__ import annotations
+
+import torch
+
+
+def native_bf16() -> bool:
+    """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX); elsewhere it is emulated and slower."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private but present since torch 2.3
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
