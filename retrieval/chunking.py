@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -87,10 +87,10 @@ class ChunkRecipe:
 
 @cache
 def splitter_for(recipe: ChunkRecipe) -> RecursiveCharacterTextSplitter:
-    from retrieval.embeddings import file_tokenizer
+    from retrieval.embeddings import count_tokens_with, file_tokenizer
 
     counter = file_tokenizer(Path(recipe.tokenizer_file))
-    return make_splitter(lambda text: len(counter.encode(text, add_special_tokens=False).ids), recipe.params)
+    return make_splitter(partial(count_tokens_with, counter), recipe.params)
 
 
 def chunk_document(doc: Document, splitter: RecursiveCharacterTextSplitter) -> list[Chunk]:

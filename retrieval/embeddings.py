@@ -59,7 +59,7 @@ def resolve_model(model: str | Path | None) -> tuple[str, Path]:
 
 
 def resolve_precision(precision: str) -> str:
-    """ "auto" -> bfloat16 autocast where the CPU does bf16 natively, else float32."""
+    """ "auto" -> bfloat16 where the CPU does bf16 natively, else float32."""
     if precision not in PRECISIONS:
         raise EmbeddingModelError(f"unknown embedding precision {precision!r}; use one of {', '.join(PRECISIONS)}")
     if precision == "auto":
@@ -123,7 +123,7 @@ class Embedder:
 
     def count_tokens(self, text: str) -> int:
         if self._counter is not None:
-            return len(self._counter.encode(text, add_special_tokens=False).ids)
+            return count_tokens_with(self._counter, text)
         return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_documents(self, texts: list[str], progress: bool = False) -> np.ndarray:
@@ -174,6 +174,11 @@ def file_tokenizer(tokenizer_file: Path) -> Tokenizer:
     counter.no_truncation()
     counter.no_padding()
     return counter
+
+
+def count_tokens_with(counter: Tokenizer, text: str) -> int:
+    """Tokens of text without special tokens: the one count the chunker and the embedder share."""
+    return len(counter.encode(text, add_special_tokens=False).ids)
 
 
 def _plain_rust_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:

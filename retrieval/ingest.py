@@ -176,7 +176,7 @@ def _resolve_settings(
 
 
 def _load_in_background(model_id: str, precision: str) -> Future[Embedder]:
-    """Load the embedder while the files are read (importing torch and the weights takes ~4 s)."""
+    """Load the embedder while the files are read (importing sentence-transformers alone takes ~9 s here)."""
     executor = ThreadPoolExecutor(1, thread_name_prefix="specrag-embedder")
     try:
         return executor.submit(Embedder.load, model_id, precision)
