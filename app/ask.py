@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from app.prompting import build_messages, encode_chunks, encode_prompt
-from generation.errors import SpecragError
+from core.errors import SpecragError
 
 if TYPE_CHECKING:
     from generation.drafters import Origin

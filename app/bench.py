@@ -22,7 +22,6 @@ import copy
 import functools
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +33,8 @@ from typing import Any
 
 from app import ask
 from app.prompting import encode_chunks, encode_prompt, spec_bench_rows
-from generation.errors import SpecragError
+from core.atomic import write_atomic
+from core.errors import SpecragError
 
 METHODS = ("plain", "hf-prompt-lookup", "hf-assisted", "ngram", "model", "hybrid")
 ENGINE_MODES = {"plain": "none", "ngram": "ngram", "model": "model", "hybrid": "hybrid"}
@@ -456,17 +456,6 @@ def write_results(path: Path, report: dict) -> str:
     write_atomic(path, payload)
     write_atomic(path.with_suffix(".md"), table)
     return table
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write beside `path` under a temporary name, then rename: no reader ever sees a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

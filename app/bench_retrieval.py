@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.atomic import write_atomic
+
 if TYPE_CHECKING:
     from retrieval.retriever import Retriever
 
@@ -152,13 +154,6 @@ def evaluate(index: Path, questions: list[dict], repeats: int) -> dict:
     return results
 
 
-def write_atomically(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def summary(results: dict) -> str:
     lines = []
     if "ingest" in results:
@@ -198,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     results["questions"] = len(questions)
     results["eval"] = evaluate(index, questions, args.repeats)
     if args.out:
-        write_atomically(args.out, results)
+        write_atomic(args.out, json.dumps(results, indent=1) + "\n")
     print(summary(results))
     return 0
 

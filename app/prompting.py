@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from generation.errors import SpecragError
+from core.errors import SpecragError
 
 SYSTEM_PROMPT = (
     "You are an operations copilot for computing shift operators. Answer the question from the numbered "

@@ -17,7 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from generation.errors import SpecragError
+from core.errors import SpecragError
+from core.paths import cache_root
 
 PACKAGE = "slurm-wlm-doc"
 # Where the package puts its pages, relative to the filesystem root (see `dpkg -c slurm-wlm-doc_*.deb`).
@@ -35,9 +36,8 @@ class CorpusError(SpecragError):
 
 
 def default_cache_dir() -> Path:
-    """`$SPECRAG_HOME/corpora/slurm` when SPECRAG_HOME is set, else `~/.cache/specrag/corpora/slurm`."""
-    home = os.environ.get("SPECRAG_HOME")
-    base = Path(home).expanduser() if home else Path.home() / ".cache" / "specrag"
+    """`corpora/slurm` under the cache root ($SPECRAG_HOME, else ~/.cache/specrag)."""
+    base = cache_root()
     return base / "corpora" / "slurm"
 
 

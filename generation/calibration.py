@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from core.atomic import write_atomic
 from generation.cached_lm import CachedLM
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -61,7 +60,7 @@ def cached_relative_costs(lm: CachedLM, cache_file: Path | None, extra: str = ""
     relative = measure_relative_costs(lm)
     if cache_file is not None:
         table[key] = relative
-        _write_atomic(cache_file, table)
+        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
     return relative
 
 
@@ -72,11 +71,3 @@ def _read(path: Path | None) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # a damaged calibration file is simply measured again
-
-
-def _write_atomic(path: Path, table: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(table, out, indent=1, sort_keys=True)
-    os.replace(tmp, path)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from core.paths import cache_root
 from generation.cached_lm import CachedLM
 from generation.calibration import cached_relative_costs
 from generation.detokenizer import IncrementalDetokenizer
@@ -27,7 +28,6 @@ from generation.drafters.base import TARGET
 from generation.drafters.policy import PassCost
 from generation.errors import SpecragError
 from generation.linear_layout import kernel_layout
-from generation.model_store import cache_root
 from generation.sampling import SamplingParams, logits_to_probs
 from generation.stats import Stats
 from generation.stopping import StopStrings

@@ -1,8 +1,8 @@
-"""The small error vocabulary that the generation layer shows to users."""
+"""The errors the generation layer shows to users (the base class lives in core)."""
 
+from core.errors import SpecragError
 
-class SpecragError(Exception):
-    """Base class: the message says what went wrong and what to do."""
+__all__ = ["ModelError", "SpecragError", "VocabularyMismatchError"]
 
 
 class ModelError(SpecragError):

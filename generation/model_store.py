@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.paths import cache_root
 from generation.errors import ModelError
 
 CHUNK = 1 << 20
@@ -66,12 +67,6 @@ DEFAULT_DRAFT = PackagedGGUF(
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
 )
 PACKAGED = {"default-target": DEFAULT_TARGET, "default-draft": DEFAULT_DRAFT}
-
-
-def cache_root() -> Path:
-    """Where assembled and converted models live (``SPECRAG_CACHE`` overrides)."""
-    env = os.environ.get("SPECRAG_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "specrag"
 
 
 def part_paths(spec: PackagedGGUF) -> list[Path]:

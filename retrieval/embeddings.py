@@ -63,7 +63,7 @@ def resolve_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise EmbeddingModelError(f"unknown embedding precision {precision!r}; use one of {', '.join(PRECISIONS)}")
     if precision == "auto":
-        from generation.hardware import native_bf16  # imports torch: only when deciding
+        from core.hardware import native_bf16  # imports torch: only when deciding
 
         return "bfloat16" if native_bf16() else "float32"
     return precision

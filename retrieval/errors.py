@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generation.errors import SpecragError
+from core.errors import SpecragError
 
 
 class RetrievalError(SpecragError):

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.atomic import fsync_dir
+from core.paths import cache_root
 from retrieval.errors import IndexBusyError, IndexCorruptError, IndexMismatchError, IndexNotFoundError
 
 FORMAT = "specrag-index"
@@ -36,9 +38,8 @@ _GENERATION = re.compile(r"gen-[0-9A-Za-z-]+")
 
 
 def default_index_dir() -> Path:
-    """$SPECRAG_HOME/index if SPECRAG_HOME is set, else ~/.cache/specrag/index."""
-    home = os.environ.get("SPECRAG_HOME")
-    return Path(home) / "index" if home else Path.home() / ".cache" / "specrag" / "index"
+    """The `index` folder under the cache root ($SPECRAG_HOME, else ~/.cache/specrag)."""
+    return cache_root() / "index"
 
 
 def rebuild_hint(index_dir: Path) -> str:
@@ -182,7 +183,7 @@ def fsync_tree(root: Path) -> None:
         for name in filenames:
             with open(Path(dirpath) / name, "rb") as handle:
                 os.fsync(handle.fileno())
-        _fsync_dir(Path(dirpath))
+        fsync_dir(Path(dirpath))
 
 
 def publish(index_dir: Path, generation: Path) -> None:
@@ -193,7 +194,7 @@ def publish(index_dir: Path, generation: Path) -> None:
     with open(tmp, "rb") as handle:
         os.fsync(handle.fileno())
     os.replace(tmp, index_dir / CURRENT)
-    _fsync_dir(index_dir)
+    fsync_dir(index_dir)
     remove_stale(index_dir, keep=generation.name)
 
 
@@ -204,11 +205,3 @@ def remove_stale(index_dir: Path, keep: str | None) -> None:
             shutil.rmtree(path, ignore_errors=True)
         elif path.name.startswith(f".{CURRENT}."):
             path.unlink(missing_ok=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

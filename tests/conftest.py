@@ -11,8 +11,7 @@ def isolated_specrag_dirs(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     root = tmp_path_factory.mktemp("specrag")
     # slow tests load the real default models from the user's cache, not the isolated one
-    patch.setenv("SPECRAG_REAL_CACHE", os.environ.get("SPECRAG_CACHE", str(Path.home() / ".cache" / "specrag")))
-    patch.setenv("SPECRAG_CACHE", str(root / "cache"))
+    patch.setenv("SPECRAG_REAL_HOME", os.environ.get("SPECRAG_HOME", str(Path.home() / ".cache" / "specrag")))
     patch.setenv("SPECRAG_HOME", str(root / "home"))
     patch.setenv("HF_HUB_OFFLINE", "1")
     yield root

@@ -13,7 +13,7 @@ RUNBOOK = Path(__file__).resolve().parents[2] / "corpora" / "runbooks" / "job-ex
 @pytest.fixture(scope="module")
 def real(monkeypatch_module):
     # the session fixture isolates the cache; the real models live in the user's cache
-    monkeypatch_module.setenv("SPECRAG_CACHE", os.environ["SPECRAG_REAL_CACHE"])
+    monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
     from generation.engine import Engine
     from generation.models import load_models
 
