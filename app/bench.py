@@ -31,8 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app import ask
-from app.prompting import encode_chunks, encode_prompt, spec_bench_rows
+from app.cli_options import add_model_args, add_sampling_args, model_options
+from app.copilot import AnswerOptions, Copilot, CopilotOptions
+from app.copilot.prompting import encode_chunks, encode_prompt, spec_bench_rows
 from core.atomic import write_atomic
 from core.errors import SpecragError
 
@@ -91,14 +92,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Spec-Bench jsonl, e.g. ../shared/benchmarks/spec_bench/rag.jsonl",
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    ask.add_sampling_args(parser)
+    add_sampling_args(parser)
     parser.add_argument(
         "--methods",
         default=",".join(METHODS),
         help=f"comma list out of {','.join(METHODS)} (default all; plain always runs)",
     )
     parser.add_argument("--out", required=True, metavar="FILE.json", help="results JSON; a .md table is written beside")
-    ask.add_model_args(parser)
+    add_model_args(parser)
     parser.set_defaults(func=run)
 
 
@@ -106,9 +107,13 @@ def run(args: argparse.Namespace) -> int:
     methods = parse_methods(args.methods)
     rows = spec_bench_rows(args.questions, args.limit)
     _quiet_transformers()
-    loaded = ask.load_engine(args)
+    copilot = Copilot.load(CopilotOptions(models=model_options(args)))
+    loaded = copilot.loaded
     methods = usable_methods(methods, loaded.engine.draft is not None)
-    config = ask.generation_config(args, "none")
+    answer = AnswerOptions(
+        speculation="none", temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens
+    )
+    config = copilot.generation_config(answer)
     record = config_record(args, loaded, methods, len(rows))
     questions: list[dict] = []
 
@@ -178,14 +183,8 @@ class Bench:
         tokenizer = self.engine.tokenizer
         prompt = encode_prompt(tokenizer, [{"role": "user", "content": row["turn"]}])
         chunks = encode_chunks(tokenizer, row["chunks"])
-        start = time.perf_counter()
-        self.engine.target.prefill(prompt[:-1])
-        target_cache = copy.deepcopy(self.engine.target.cache)
-        draft_cache = None
-        if self.engine.draft is not None and any(m in NEEDS_DRAFT for m in self.methods):
-            self.engine.draft.prefill(prompt[:-1])
-            draft_cache = copy.deepcopy(self.engine.draft.cache)
-        return Prefilled(row, prompt, chunks, target_cache, draft_cache, time.perf_counter() - start)
+        snapshot = self.engine.prefill_snapshot(prompt)
+        return Prefilled(row, prompt, chunks, snapshot.target_cache, snapshot.draft_cache, snapshot.seconds)
 
     def warm_up(self, pre: Prefilled) -> None:
         config = replace(self.config, max_new_tokens=min(WARMUP_TOKENS, self.config.max_new_tokens))

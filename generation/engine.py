@@ -12,6 +12,7 @@ strings held back), the new token ids, where each came from, and running stats.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,13 @@ class Event:
 
 
 @dataclass
+class PrefillSnapshot:
+    target_cache: object  # the target's KV cache over prompt[:-1]
+    draft_cache: object | None  # the draft's, when there is a draft model
+    seconds: float
+
+
+@dataclass
 class Completion:
     text: str
     token_ids: list[int]
@@ -87,6 +95,27 @@ class Engine:
         self.tokenizer = tokenizer
         self.eos = set(eos_token_ids if eos_token_ids is not None else default_eos_ids(target, tokenizer))
         self.cost: PassCost | None = None  # calibrated on first use, then kept across answers
+
+    @property
+    def context_limit(self) -> int:
+        """How many positions (prompt + answer) the target model can attend to."""
+        config = self.target.model.config
+        return int(getattr(config, "max_position_embeddings", None) or 4096)
+
+    def prefill_snapshot(self, prompt_ids: Sequence[int]) -> PrefillSnapshot:
+        """Prefill target (and draft) on prompt[:-1] and return copies of their caches.
+
+        For comparisons that decode one prompt with other generators (the bench runs
+        transformers' own methods from it); the engine's own snapshot stays in place.
+        """
+        ids = list(prompt_ids)[:-1]
+        start = time.perf_counter()
+        self.target.prefill(ids)
+        draft_cache = None
+        if self.draft is not None:
+            self.draft.prefill(ids)
+            draft_cache = copy.deepcopy(self.draft.cache)
+        return PrefillSnapshot(copy.deepcopy(self.target.cache), draft_cache, time.perf_counter() - start)
 
     def generate(
         self, prompt_ids: Sequence[int], chunks: Sequence[Sequence[int]] = (), config: GenerationConfig | None = None

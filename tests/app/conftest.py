@@ -1,4 +1,4 @@
-"""Tiny models behind `app.ask.load_engine`, so `ask` and `bench` run offline in seconds."""
+"""Tiny models behind `app.copilot.loading.load_engine`, so every front end runs offline in seconds."""
 
 import copy
 import sys
@@ -9,7 +9,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "generation"))
 
-from app import ask
+from app.copilot import loading
 from generation.engine import Engine
 from tiny import byte_tokenizer, tiny_lm
 
@@ -31,14 +31,14 @@ def tiny_engine(monkeypatch, tiny_models, tmp_path):
     """Every command builds its engine from the tiny models; no retrieval index is found."""
     target, draft, tokenizer = tiny_models
 
-    def load_engine(args):
-        use_draft = args.draft.lower() != "none"
-        return ask.LoadedEngine(
+    def load_engine(models):
+        use_draft = models.draft is not None
+        return loading.LoadedEngine(
             Engine(target, tokenizer, draft if use_draft else None),
             "/models/tiny-target",
             "/models/tiny-draft" if use_draft else None,
         )
 
-    monkeypatch.setattr(ask, "load_engine", load_engine)
+    monkeypatch.setattr(loading, "load_engine", load_engine)
     monkeypatch.setenv("SPECRAG_HOME", str(tmp_path / "specrag-home"))
     return target, draft, tokenizer

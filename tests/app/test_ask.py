@@ -4,9 +4,7 @@ import json
 
 import pytest
 
-from app.ask import Passage, copied_sources
 from app.cli import main
-from generation.drafters import Origin
 
 RUNBOOK = """To drain a node run scontrol update nodename=NODE state=drain reason="maintenance".
 
@@ -43,27 +41,12 @@ def test_json_answer_has_every_field_and_matches_plain_decoding(tiny_engine, cap
         assert key in record
     assert record["target_model"] == "/models/tiny-target" and record["speculation"] == "hybrid"
     assert len(record["origins"]) == len(record["output_token_ids"]) == record["stats"]["new_tokens"]
-    assert [c["source"] for c in record["context"]] == ["runbook.txt", "runbook.txt"]
+    assert [p["source"] for p in record["passages"]] == ["runbook.txt", "runbook.txt"]
+    assert [p["number"] for p in record["passages"]] == [1, 2]
     plain = ask_json(capsys, *args, "--no-speculation")
     assert plain["speculation"] == "none" and set(plain["origins"]) == {"target"}
     assert record["output_token_ids"] == plain["output_token_ids"]
     assert record["prompt_token_ids"] == plain["prompt_token_ids"]
-
-
-def test_sources_count_the_tokens_copied_from_each_chunk():
-    passages = [Passage("a", "one.md"), Passage("b", "two.md"), Passage("c", "three.md")]
-    origins = [
-        Origin("chunk", 2, 0),
-        Origin("target"),
-        Origin("chunk", 2, 1),
-        Origin("context", None, 5),
-        Origin("model"),
-        Origin("chunk", 0, 3),
-    ]
-    assert copied_sources(origins, passages) == [
-        {"chunk": 0, "passage": 1, "source": "one.md", "copied_tokens": 1},
-        {"chunk": 2, "passage": 3, "source": "three.md", "copied_tokens": 2},
-    ]
 
 
 def test_streamed_answer_is_followed_by_stats_on_stderr(tiny_engine, capsys, context_file):
@@ -88,9 +71,9 @@ def test_without_a_draft_hybrid_degrades_to_ngram(tiny_engine, capsys, context_f
     assert record["speculation"] == "ngram" and record["draft_model"] is None
 
 
-def test_without_context_or_index_answers_without_context(tiny_engine, capsys):
-    record = ask_json(capsys, "What is a forest?", "--max-new-tokens", "5")
-    assert record["context"] == [] and record["stats"]["new_tokens"] == 5
+def test_without_context_or_index_the_user_is_told_to_ingest(tiny_engine, capsys):
+    assert main(["ask", "What is a forest?", "--max-new-tokens", "5"]) == 2
+    assert "specrag ingest" in capsys.readouterr().err
 
 
 def test_bad_sampling_values_are_user_errors(tiny_engine, capsys, context_file):

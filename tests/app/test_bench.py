@@ -5,7 +5,7 @@ import json
 import pytest
 
 from app import bench
-from app.bench import METHODS, Bench, first_divergence, parse_methods, write_atomic
+from app.bench import METHODS, Bench, first_divergence, parse_methods
 from app.cli import main
 from generation.errors import SpecragError
 
@@ -129,19 +129,6 @@ def test_a_failure_midway_keeps_the_questions_already_measured(tiny_engine, tmp_
     assert [q["question_id"] for q in report["questions"]] == [1]
     assert report["summary"]["plain"]["tokens_per_s"] > 0
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["bench.json", "bench.md"]
-
-
-def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
-    path = tmp_path / "r.json"
-    path.write_text("old")
-
-    def broken_replace(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(bench.os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
-        write_atomic(path, "new")
-    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
 def test_divergence_index_and_methods_parsing():

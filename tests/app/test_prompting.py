@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from app.prompting import SYSTEM_PROMPT, build_messages, encode_chunks, encode_prompt, spec_bench_rows
+from app.copilot import Passage
+from app.copilot.prompting import SYSTEM_PROMPT, build_messages, encode_chunks, encode_prompt, spec_bench_rows
 from generation.errors import SpecragError
 
 CHAT_TEMPLATE = (
@@ -14,21 +15,20 @@ CHAT_TEMPLATE = (
 
 
 def test_messages_number_the_passages_before_the_question():
-    messages = build_messages(
-        "How do I drain a node?", ["scontrol update state=drain", "sinfo -R"], sources=["slurm.md", "sinfo.md"]
-    )
+    passages = [Passage(1, "scontrol update state=drain", "slurm.md"), Passage(2, "sinfo -R", "sinfo.md", "sinfo")]
+    messages = build_messages("How do I drain a node?", passages)
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"] == SYSTEM_PROMPT
     for word in ("context", "exact", "does not contain"):
         assert word in SYSTEM_PROMPT
     user = messages[1]["content"]
     assert "[1] (slurm.md) scontrol update state=drain" in user
-    assert user.index("[2] (sinfo.md) sinfo -R") < user.index("Question: How do I drain a node?")
+    assert user.index("[2] (sinfo | sinfo.md) sinfo -R") < user.index("Question: How do I drain a node?")
 
 
 def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):
     tokenizer = tiny_models[2]
-    ids = encode_prompt(tokenizer, build_messages("why?", ["because"]))
+    ids = encode_prompt(tokenizer, build_messages("why?", [Passage(1, "because", "")]))
     text = tokenizer.decode(ids)
     assert text.startswith(SYSTEM_PROMPT) and "[1] because" in text and text.endswith("Question: why?\n\nAnswer:")
 

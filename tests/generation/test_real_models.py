@@ -29,7 +29,7 @@ def monkeypatch_module():
 
 
 def test_every_speculative_mode_matches_plain_greedy_on_a_runbook_question(real):
-    from app.prompting import build_messages, encode_chunks, encode_prompt
+    from app.copilot.prompting import build_messages, encode_chunks, encode_prompt
     from generation.engine import GenerationConfig
 
     models, engine = real

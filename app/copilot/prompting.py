@@ -1,4 +1,4 @@
-"""Prompt building shared by `ask` and `bench`: messages -> token ids, chunks -> token ids.
+"""Prompt building for the copilot and the bench: messages -> token ids, chunks -> token ids.
 
 The engine copies drafts from the chunk token ids, so a chunk is tokenized on its own
 (no special tokens) exactly as it reads inside the prompt. Spec-Bench rows are read here
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from app.copilot.events import Passage, Turn
 from core.errors import SpecragError
 
 SYSTEM_PROMPT = (
@@ -23,28 +24,38 @@ SYSTEM_PROMPT = (
 
 
 def build_messages(
-    question: str, chunks: Sequence[str], titles: Sequence[str] | None = None, sources: Sequence[str] | None = None
+    question: str, passages: Sequence[Passage], history: Sequence[dict[str, str]] = ()
 ) -> list[dict[str, str]]:
-    """A system message and a user message with the numbered passages, then the question."""
+    """The system message, earlier turns (already rendered), then the numbered passages and the question.
+
+    The layout keeps a conversation's prompt append-only: turn t's messages are a prefix of
+    turn t+1's as long as the history keeps them whole, so a follow-up prefills only the
+    new turn and its new passages (the engine reuses the cached prefix).
+    """
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": user_content(question, chunks, titles, sources)},
+        *history,
+        {"role": "user", "content": user_content(question, passages)},
     ]
 
 
-def user_content(
-    question: str, chunks: Sequence[str], titles: Sequence[str] | None = None, sources: Sequence[str] | None = None
-) -> str:
-    if not chunks:
-        return f"Context: (no passages were found)\n\nQuestion: {question}"
-    passages = [f"[{i + 1}]{_label(i, titles, sources)} {text.strip()}" for i, text in enumerate(chunks)]
-    return "Context:\n" + "\n\n".join(passages) + f"\n\nQuestion: {question}"
+def user_content(question: str, passages: Sequence[Passage]) -> str:
+    if not passages:
+        return f"Question: {question}"
+    blocks = [f"[{p.number}]{_label(p)} {p.text.strip()}" for p in passages]
+    return "Context:\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}"
 
 
-def _label(i: int, titles: Sequence[str] | None, sources: Sequence[str] | None) -> str:
-    """' (title | source)' for passage i, or '' when neither is known."""
-    parts = [names[i] for names in (titles, sources) if names and i < len(names) and names[i]]
-    return f" ({' | '.join(parts)})" if parts else ""
+def turn_messages(turn: Turn, with_passages: bool) -> list[dict[str, str]]:
+    """An earlier exchange as chat messages, with or without the passages its question was shown with."""
+    content = user_content(turn.question, turn.passages if with_passages else ())
+    return [{"role": "user", "content": content}, {"role": "assistant", "content": turn.answer}]
+
+
+def _label(passage: Passage) -> str:
+    """' (title | heading | source)' for a passage, or '' when none is known."""
+    parts = [part for part in (passage.title, passage.heading, passage.source) if part]
+    return f" ({' | '.join(dict.fromkeys(parts))})" if parts else ""
 
 
 def encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
@@ -60,8 +71,9 @@ def encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
 
 
 def plain_prompt(messages: list[dict[str, str]]) -> str:
-    """The fallback for tokenizers without a chat template."""
-    return "\n\n".join(m["content"] for m in messages) + "\n\nAnswer:"
+    """The fallback for tokenizers without a chat template; append-only across turns like a template."""
+    parts = [f"Answer: {m['content']}" if m["role"] == "assistant" else m["content"] for m in messages]
+    return "\n\n".join(parts) + "\n\nAnswer:"
 
 
 def encode_chunks(tokenizer: Any, chunks: Sequence[str]) -> list[list[int]]:

@@ -1,0 +1,108 @@
+"""Command-line flags shared by the front ends, and their conversion to typed options.
+
+Every command that answers questions (ask, chat, slack, eval, bench) takes the same
+model, index and answer flags; only this module reads them off an argparse.Namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from app.copilot.options import DEFAULT_PASSAGES, AnswerOptions, CopilotOptions, ModelOptions
+from generation.engine import SPECULATION_MODES
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target",
+        default="default-target",
+        metavar="NAME_OR_PATH",
+        help="target model: default-target, a local HF model folder or a hub id",
+    )
+    parser.add_argument(
+        "--draft",
+        default="default-draft",
+        metavar="NAME_OR_PATH|none",
+        help="draft model: default-draft, a folder, a hub id, or none",
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=("auto", "float32", "bfloat16", "float16"),
+        help="target weights dtype (default auto: float32 on CPU, bf16/fp16 on GPU)",
+    )
+    parser.add_argument(
+        "--draft-int8",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="int8 weights for the draft model (default auto: on for a float32 CPU draft; exactness is unaffected)",
+    )
+    parser.add_argument(
+        "--linear-layout",
+        default="off",
+        choices=("auto", "on", "off"),
+        help="transposed matmul layout for small verification passes (default off; auto: where a microbenchmark "
+        "finds it faster)",
+    )
+
+
+def add_index_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="index directory (default: $SPECRAG_HOME/index or ~/.cache/specrag/index)",
+    )
+
+
+def add_sampling_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="answer length limit (default 256)")
+
+
+def add_answer_args(parser: argparse.ArgumentParser) -> None:
+    """Sampling, passages and speculation flags for commands that answer questions."""
+    add_sampling_args(parser)
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default 1.0: off)")
+    parser.add_argument("--top-k", type=int, default=0, help="sample from the k best tokens only (default 0: off)")
+    parser.add_argument(
+        "-k",
+        "--passages",
+        type=int,
+        default=DEFAULT_PASSAGES,
+        help=f"how many retrieved passages go into the prompt (default {DEFAULT_PASSAGES})",
+    )
+    parser.add_argument(
+        "--speculation",
+        choices=SPECULATION_MODES,
+        default="hybrid",
+        help="how drafts are proposed (default hybrid: copy from the passages, else the draft model)",
+    )
+    parser.add_argument("--no-speculation", action="store_true", help="plain target decoding (= --speculation none)")
+    parser.add_argument("--stop", action="append", default=[], metavar="STR", help="stop at this string (repeatable)")
+
+
+def model_options(args: argparse.Namespace) -> ModelOptions:
+    draft = None if args.draft.lower() == "none" else args.draft
+    return ModelOptions(args.target, draft, args.device, args.dtype, args.draft_int8, args.linear_layout)
+
+
+def answer_options(args: argparse.Namespace) -> AnswerOptions:
+    return AnswerOptions(
+        passages=args.passages,
+        speculation="none" if args.no_speculation else args.speculation,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+        stop=tuple(args.stop),
+    )
+
+
+def copilot_options(args: argparse.Namespace) -> CopilotOptions:
+    """Options for a command with model, index and answer flags (validated before any model loads)."""
+    return CopilotOptions(models=model_options(args), index_dir=args.index, answer=answer_options(args))

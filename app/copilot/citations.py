@@ -1,0 +1,106 @@
+"""Where the answer came from: its [n] markers, the spans the drafter copied, the source list.
+
+Two kinds of evidence, shown side by side because the small default model often writes
+no [n] at all: the markers the model wrote (checked against the passages that exist) and
+the drafter's provenance (each copied token knows the passage and offset it came from).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from app.copilot.events import Citations, Passage, Segment
+
+_MARKER_GROUP = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+
+
+def cited_numbers(answer: str) -> list[int]:
+    """[n] markers in order of first use; [1, 2] and [1][2] both count."""
+    numbers: list[int] = []
+    for group in _MARKER_GROUP.finditer(answer):
+        for part in re.split(r"[,;]", group.group(1)):
+            n = int(part)
+            if n not in numbers:
+                numbers.append(n)
+    return numbers
+
+
+def passage_of(origin: str) -> int | None:
+    """The passage number of an origin label "passage:N", else None."""
+    return int(origin.split(":", 1)[1]) if origin.startswith("passage:") else None
+
+
+def build_citations(
+    answer: str,
+    output_ids: Sequence[int],
+    origins: Sequence[str],
+    passages: Sequence[Passage],
+    decode: Callable[[Sequence[int]], str],
+) -> Citations:
+    markers = cited_numbers(answer)
+    existing = {p.number for p in passages}
+    copied = Counter(n for n in map(passage_of, origins) if n is not None)
+    return Citations(
+        markers=markers,
+        invalid=[n for n in markers if n not in existing],
+        copied=dict(sorted(copied.items())),
+        segments=provenance_segments(answer, output_ids, origins, decode),
+    )
+
+
+def provenance_segments(
+    answer: str, output_ids: Sequence[int], origins: Sequence[str], decode: Callable[[Sequence[int]], str]
+) -> list[Segment]:
+    """Split the answer text into runs of tokens with one provenance (a passage, or none).
+
+    A run's text is found by decoding the token prefix at each run boundary, so multi-token
+    characters and merged spaces land where the full decode puts them. The tail of the text
+    past the last token (never, unless a stop string cut it) is clamped.
+    """
+    runs: list[tuple[int | None, int]] = []  # (passage, end token index)
+    for i, origin in enumerate(origins[: len(output_ids)]):
+        passage = passage_of(origin)
+        if runs and runs[-1][0] == passage:
+            runs[-1] = (passage, i + 1)
+        else:
+            runs.append((passage, i + 1))
+    segments, start = [], 0
+    for index, (passage, end) in enumerate(runs):
+        stop = len(answer) if index == len(runs) - 1 else min(len(decode(output_ids[:end])), len(answer))
+        if stop > start:
+            segments.append(Segment(answer[start:stop], passage))
+            start = stop
+    if start < len(answer):
+        segments.append(Segment(answer[start:], None))
+    return _merge(segments)
+
+
+def _merge(segments: list[Segment]) -> list[Segment]:
+    merged: list[Segment] = []
+    for segment in segments:
+        if merged and merged[-1].passage == segment.passage:
+            merged[-1] = Segment(merged[-1].text + segment.text, segment.passage)
+        else:
+            merged.append(segment)
+    return merged
+
+
+def source_list(passages: Sequence[Passage], citations: Citations) -> list[dict[str, Any]]:
+    """Every passage of the prompt with title, heading, path, score, and whether it was cited or copied."""
+    cited = set(citations.valid)
+    return [
+        {
+            "number": p.number,
+            "title": p.title,
+            "heading": p.heading,
+            "path": p.source,
+            "score": p.score,
+            "cited": p.number in cited,
+            "copied_tokens": citations.copied.get(p.number, 0),
+            "text": p.text,
+        }
+        for p in passages
+    ]

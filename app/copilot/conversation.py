@@ -1,0 +1,67 @@
+"""Conversation rules: what retrieval sees for a follow-up, and which earlier turns the prompt keeps.
+
+Retrieval query (documented rule): the question, followed by the previous question of
+the conversation. A follow-up such as "and how do I undo that?" names nothing by
+itself; its antecedent is almost always in the question before it, while earlier
+answers are long and would drown the new question's words.
+
+History: the most recent turns that fit `history_tokens`, newest first, each kept
+whole (question, its passages, answer) while it fits, so the prompt stays an
+append-only extension of the previous one and its KV cache is reused; once a turn does
+not fit whole, it and every older turn are kept as bare question and answer, and the
+oldest are dropped when even that does not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from app.copilot.events import Passage, Turn
+from app.copilot.prompting import turn_messages
+
+
+def retrieval_query(question: str, history: Sequence[Turn]) -> str:
+    if not history:
+        return question
+    return f"{question}\n{history[-1].question}"
+
+
+@dataclass(frozen=True)
+class KeptHistory:
+    messages: list[dict[str, str]]
+    passages: list[Passage]  # passages of the turns kept whole (still citable by their number)
+    answers: list[str]  # earlier answers the n-gram drafter may copy from, oldest first
+    turns: int  # how many turns were kept (whole or bare)
+
+
+def keep_history(
+    turns: Sequence[Turn], budget: int, count_tokens: Callable[[list[dict[str, str]]], int]
+) -> KeptHistory:
+    kept: list[tuple[Turn, bool]] = []
+    used, whole = 0, True
+    for turn in reversed(turns):
+        if whole:
+            cost = count_tokens(turn_messages(turn, with_passages=True))
+            if used + cost <= budget:
+                kept.append((turn, True))
+                used += cost
+                continue
+            whole = False
+        cost = count_tokens(turn_messages(turn, with_passages=False))
+        if used + cost > budget:
+            break
+        kept.append((turn, False))
+        used += cost
+    kept.reverse()
+    messages = [m for turn, full in kept for m in turn_messages(turn, with_passages=full)]
+    passages = [p for turn, full in kept if full for p in turn.passages]
+    return KeptHistory(messages, passages, [turn.answer for turn, _ in kept], len(kept))
+
+
+def number_new_passages(candidates: Sequence[Passage], already: Sequence[Passage]) -> list[Passage]:
+    """Number this turn's passages after the kept ones, skipping chunks the prompt already holds."""
+    present = {p.chunk_id or p.text for p in already}
+    start = max((p.number for p in already), default=0)
+    fresh = [p for p in candidates if (p.chunk_id or p.text) not in present]
+    return [replace(p, number=start + i + 1) for i, p in enumerate(fresh)]

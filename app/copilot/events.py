@@ -1,0 +1,112 @@
+"""What the pipeline streams: Status, Token and Final events, and the records they carry.
+
+Every front end (ask, bench, the web chat, Slack, eval) renders this stream and reaches
+nothing below it. A stream is zero or more Status events, then Token events, then exactly
+one Final event (unless it raised a SpecragError or the consumer stopped early).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STAGES = ("searching", "passages", "prefilling", "generating")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A numbered context passage as the model saw it ([number] in the prompt)."""
+
+    number: int
+    text: str
+    source: str  # path of the document
+    title: str = ""
+    heading: str = ""
+    score: float | None = None  # fused retrieval score; None for given passages
+    chunk_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One earlier exchange of a conversation; passages are those its question was shown with."""
+
+    question: str
+    answer: str
+    passages: tuple[Passage, ...] = ()
+
+
+@dataclass(frozen=True)
+class Status:
+    stage: str  # one of STAGES
+    message: str  # what a front end shows, e.g. "reading 6 passages (812 prompt tokens)"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str  # text delta (may be empty while a stop string is held back)
+    token_ids: list[int]
+    origins: list[str]  # per token: "target", "model", "passage:N", "answer:T" or "context"
+    stats: dict[str, Any]  # running stats, as in Final.stats
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of the answer text and the passage it was copied from (None: written by the model)."""
+
+    text: str
+    passage: int | None = None
+
+
+@dataclass(frozen=True)
+class GroundingItem:
+    """A command, option, path or code span of the answer, and whether a passage has it verbatim."""
+
+    text: str
+    kind: str  # "code" | "command" | "option" | "path"
+    found: bool
+
+
+@dataclass(frozen=True)
+class Citations:
+    markers: list[int]  # the [n] numbers the answer wrote, in order of first use
+    invalid: list[int]  # markers that name no passage in the prompt
+    copied: dict[int, int]  # passage number -> tokens copied verbatim from it by the drafter
+    segments: list[Segment]  # the answer text split by provenance
+
+    @property
+    def valid(self) -> list[int]:
+        return [n for n in self.markers if n not in self.invalid]
+
+
+@dataclass(frozen=True)
+class Final:
+    question: str
+    answer: str
+    finish_reason: str  # "eos" | "length" | "stop"
+    passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
+    sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score
+    citations: Citations
+    grounding: list[GroundingItem]
+    stats: dict[str, Any]
+    prompt_ids: list[int]
+    output_ids: list[int]
+    origins: list[str]
+    turn: Turn  # hand this back in `history` for a follow-up
+    models: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ungrounded(self) -> list[GroundingItem]:
+        return [item for item in self.grounding if not item.found]
+
+    def to_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        record.pop("turn")
+        record["citations"]["valid"] = self.citations.valid
+        return record
+
+
+Event = Status | Token | Final

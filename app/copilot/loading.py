@@ -1,0 +1,37 @@
+"""Models -> an Engine, from typed ModelOptions. The one place front ends get an engine from
+(tests replace `load_engine` with tiny models)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.copilot.options import ModelOptions
+
+if TYPE_CHECKING:
+    from generation.engine import Engine
+
+
+@dataclass
+class LoadedEngine:
+    engine: Engine
+    target_path: str
+    draft_path: str | None
+    draft_int8: bool = False  # the draft's linear layers run with dynamic int8 weights
+    linear_layout_patched: bool = False
+
+    def describe(self) -> dict:
+        return {"target": self.target_path, "draft": self.draft_path, "draft_int8": self.draft_int8}
+
+
+def load_engine(options: ModelOptions) -> LoadedEngine:
+    """Load the target (and the draft unless `options.draft` is None) and wrap them in an Engine."""
+    from generation.engine import Engine
+    from generation.models import load_models
+
+    draft = options.draft if options.draft and options.draft.lower() != "none" else None
+    models = load_models(
+        options.target, draft, options.device, options.dtype, options.draft_int8, options.linear_layout
+    )
+    engine = Engine(models.target, models.tokenizer, models.draft)
+    return LoadedEngine(engine, models.target_path, models.draft_path, models.draft_int8, models.linear_layout_patched)

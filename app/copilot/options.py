@@ -1,0 +1,59 @@
+"""Typed options for the copilot: which models, which index, how to answer.
+
+Front ends build these from their own flags or widgets; nothing below the pipeline
+ever sees an argparse.Namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import SpecragError
+from generation.engine import SPECULATION_MODES
+
+DEFAULT_PASSAGES = 6
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    target: str = "default-target"  # default-target, a local HF folder or a hub id
+    draft: str | None = "default-draft"  # None: no draft model (n-gram drafting only)
+    device: str = "auto"  # auto | cpu | cuda
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    draft_int8: str = "auto"  # auto | on | off
+    linear_layout: str = "off"  # auto | on | off
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    passages: int = DEFAULT_PASSAGES  # how many retrieved passages go into the prompt (at most)
+    speculation: str = "hybrid"  # one of SPECULATION_MODES
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    history_tokens: int = 1024  # prompt budget for earlier turns of the conversation
+
+    def __post_init__(self) -> None:
+        if self.speculation not in SPECULATION_MODES:
+            raise SpecragError(
+                f"unknown speculation mode {self.speculation!r}; use one of {', '.join(SPECULATION_MODES)}"
+            )
+        if not 1 <= self.passages <= 50:
+            raise SpecragError(f"the number of passages must be between 1 and 50, got {self.passages}")
+        if self.max_new_tokens < 1:
+            raise SpecragError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise SpecragError(f"temperature must be 0 (greedy) or positive, got {self.temperature}")
+        if self.history_tokens < 0:
+            raise SpecragError(f"history_tokens must be 0 or more, got {self.history_tokens}")
+
+
+@dataclass(frozen=True)
+class CopilotOptions:
+    models: ModelOptions = field(default_factory=ModelOptions)
+    index_dir: Path | None = None  # None: the default index under the cache root
+    answer: AnswerOptions = field(default_factory=AnswerOptions)  # defaults for answer() calls

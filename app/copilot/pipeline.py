@@ -1,0 +1,254 @@
+"""The copilot pipeline: question -> retrieval -> prompt -> generation -> events.
+
+`Copilot.answer(question, history, options)` is the one path from a question to an
+answer; every front end renders the events it yields (see events.py). The copilot holds
+one engine (models loaded once) and serves answers one at a time: an answer holds the
+engine lock from prefill to its last event, and a consumer that stops iterating (stop
+button, disconnect, error) closes the generator, which releases the engine at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from app.copilot import citations as cite
+from app.copilot import loading
+from app.copilot.conversation import keep_history, number_new_passages, retrieval_query
+from app.copilot.events import Event, Final, Passage, Status, Token, Turn
+from app.copilot.grounding import check_grounding
+from app.copilot.loading import LoadedEngine
+from app.copilot.options import AnswerOptions, CopilotOptions
+from app.copilot.prompting import build_messages, encode_chunks, encode_prompt
+from core.errors import SpecragError
+
+if TYPE_CHECKING:
+    from generation.drafters import Origin
+    from generation.engine import Engine, GenerationConfig
+
+
+class EmptyQuestionError(SpecragError):
+    """The question is blank."""
+
+
+class ContextBudgetError(SpecragError):
+    """The question (with the answer budget) does not fit the model's context."""
+
+
+class Copilot:
+    def __init__(
+        self,
+        loaded: LoadedEngine,
+        options: CopilotOptions | None = None,
+        retriever: Any = None,  # anything with retrieve(query, k) -> scored chunks; opened lazily when None
+    ) -> None:
+        self.loaded, self.options = loaded, options or CopilotOptions()
+        self._retriever = retriever
+        self._engine_lock = threading.Lock()
+        self._retriever_lock = threading.Lock()
+
+    @classmethod
+    def load(cls, options: CopilotOptions | None = None) -> Copilot:
+        options = options or CopilotOptions()
+        models = options.models
+        if options.answer.speculation not in ("model", "hybrid"):
+            models = replace(models, draft=None)
+        return cls(loading.load_engine(models), options)  # tests swap loading.load_engine for tiny models
+
+    @property
+    def engine(self) -> Engine:
+        return self.loaded.engine
+
+    @property
+    def busy(self) -> bool:
+        return self._engine_lock.locked()
+
+    def retriever(self) -> Any:
+        """The index's hybrid retriever, opened on first use (loads the embedding model)."""
+        with self._retriever_lock:
+            if self._retriever is None:
+                from retrieval.retriever import open_index
+
+                self._retriever = open_index(self.options.index_dir)
+            return self._retriever
+
+    def retrieve(self, query: str, k: int) -> list[Passage]:
+        hits = self.retriever().retrieve(query, k)
+        return [
+            Passage(i + 1, h.text, h.source, h.title, getattr(h, "heading", ""), round(float(h.score), 6), h.chunk_id)
+            for i, h in enumerate(hits)
+        ]
+
+    def answer(
+        self,
+        question: str,
+        history: Sequence[Turn] = (),
+        options: AnswerOptions | None = None,
+        passages: Sequence[Passage] | None = None,
+    ) -> Iterator[Event]:
+        """Stream the answer to `question`; `passages` given skips retrieval (e.g. --context-file)."""
+        options = options or self.options.answer
+        question = question.strip()
+        if not question:
+            raise EmptyQuestionError("the question is empty: type a question about the runbooks")
+        started = time.perf_counter()
+        if passages is None:
+            yield Status("searching", "searching the runbooks…")
+            passages = self.retrieve(retrieval_query(question, history), options.passages)
+        retrieval_s = time.perf_counter() - started
+        prepared = self._prepare(question, list(history), list(passages), options)
+        yield Status(
+            "passages",
+            f"reading {len(prepared.new_passages)} passages ({len(prepared.prompt_ids)} prompt tokens)",
+            {"count": len(prepared.new_passages), "prompt_tokens": len(prepared.prompt_ids), **prepared.notes},
+        )
+        with self._engine_lock:  # answers queue here; closing the stream releases it
+            yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
+            yield from self._generate(prepared, options, started, retrieval_s)
+
+    def _prepare(
+        self, question: str, history: list[Turn], candidates: list[Passage], options: AnswerOptions
+    ) -> _Prepared:
+        """Keep the history that fits, number the passages, trim them to the context budget."""
+        tokenizer = self.engine.tokenizer
+
+        def count(messages: list[dict[str, str]]) -> int:
+            return len(encode_prompt(tokenizer, messages))
+
+        kept = keep_history(history, options.history_tokens, count)
+        new = number_new_passages(candidates, kept.passages)
+        limit = self.engine.context_limit - options.max_new_tokens
+        notes: dict[str, Any] = {"history_turns": kept.turns}
+        while True:
+            prompt_ids = encode_prompt(tokenizer, build_messages(question, new, kept.messages))
+            if len(prompt_ids) <= limit:
+                break
+            if new:
+                new = new[:-1]
+                notes["trimmed_passages"] = notes.get("trimmed_passages", 0) + 1
+            elif kept.messages:
+                kept = keep_history([], 0, count)
+                notes["history_dropped"] = True
+            else:
+                raise ContextBudgetError(
+                    f"the question is {len(prompt_ids)} tokens; with room for a {options.max_new_tokens}-token answer "
+                    f"it exceeds the model's context of {self.engine.context_limit} tokens: shorten the question or "
+                    "lower max_new_tokens"
+                )
+        return _Prepared(question, history, kept.passages, new, kept.answers, prompt_ids, notes)
+
+    def _generate(
+        self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float
+    ) -> Iterator[Event]:
+        engine = self.engine
+        copy_texts = [p.text for p in prepared.all_passages] + prepared.answers
+        labels = [f"passage:{p.number}" for p in prepared.all_passages] + [
+            f"answer:{i + 1}" for i in range(len(prepared.answers))
+        ]
+        chunk_ids = encode_chunks(engine.tokenizer, copy_texts)
+        config = self.generation_config(options)
+        text, ids, origins, first_token_s, event = [], [], [], None, None
+        for event in engine.generate(prepared.prompt_ids, chunk_ids, config):
+            if first_token_s is None:
+                first_token_s = time.perf_counter() - started
+                yield Status("generating", "generating…", {"prefill_s": round(event.stats.prefill_s, 3)})
+            new_origins = [_label(o, labels) for o in event.origins]
+            text.append(event.text)
+            ids += event.token_ids
+            origins += new_origins
+            yield Token(event.text, list(event.token_ids), new_origins, self._stats(event.stats, origins, started))
+        stats = self._stats(event.stats, origins, started) | {
+            "retrieval_s": round(retrieval_s, 4),
+            "time_to_first_token_s": round(first_token_s or 0.0, 4),
+            "speculation": config.speculation,
+        }
+        yield self._final(prepared, "".join(text), ids, origins, event.finish_reason or "length", stats)
+
+    def _final(
+        self, prepared: _Prepared, answer: str, ids: list[int], origins: list[str], finish: str, stats: dict
+    ) -> Final:
+        passages = prepared.all_passages
+        decode = self.engine.tokenizer.decode
+        citations = cite.build_citations(answer, ids, origins, passages, lambda t: decode(t, skip_special_tokens=True))
+        used = {*citations.valid, *citations.copied}
+        shown = [p for p in passages if p in prepared.new_passages or p.number in used]
+        return Final(
+            question=prepared.question,
+            answer=answer,
+            finish_reason=finish,
+            passages=passages,
+            sources=cite.source_list(shown, citations),
+            citations=citations,
+            grounding=check_grounding(answer, [p.text for p in passages]),
+            stats=stats,
+            prompt_ids=prepared.prompt_ids,
+            output_ids=ids,
+            origins=origins,
+            turn=Turn(prepared.question, answer, tuple(prepared.new_passages)),
+            models=self.loaded.describe(),
+        )
+
+    def generation_config(self, options: AnswerOptions) -> GenerationConfig:
+        from generation.engine import GenerationConfig
+        from generation.sampling import SamplingParams
+
+        speculation = options.speculation
+        if speculation in ("model", "hybrid") and self.engine.draft is None:
+            speculation = "ngram"  # no draft model loaded: copies only
+        try:
+            sampling = SamplingParams(options.temperature, options.top_p, options.top_k)
+        except ValueError as err:
+            raise SpecragError(str(err)) from err
+        return GenerationConfig(
+            max_new_tokens=options.max_new_tokens,
+            sampling=sampling,
+            stop_strings=tuple(options.stop),
+            seed=options.seed,
+            speculation=speculation,
+        )
+
+    @staticmethod
+    def _stats(stats: Any, origins: list[str], started: float) -> dict[str, Any]:
+        copied = sum(o.startswith(("passage:", "answer:")) for o in origins)
+        return stats.to_dict() | {
+            "copied_share": round(copied / len(origins), 4) if origins else 0.0,
+            "elapsed_s": round(time.perf_counter() - started, 4),
+        }
+
+
+@dataclass
+class _Prepared:
+    question: str
+    history: list[Turn]
+    kept_passages: list[Passage]  # from turns kept whole, citable by their old numbers
+    new_passages: list[Passage]
+    answers: list[str]  # earlier answers, copy sources for the n-gram drafter
+    prompt_ids: list[int]
+    notes: dict[str, Any]
+
+    @property
+    def all_passages(self) -> list[Passage]:
+        return [*self.kept_passages, *self.new_passages]
+
+
+def _label(origin: Origin, labels: list[str]) -> str:
+    """An engine origin as a pipeline label: chunk i -> "passage:N" or "answer:T"."""
+    if origin.kind == "chunk" and origin.chunk is not None and origin.chunk < len(labels):
+        return labels[origin.chunk]
+    return origin.kind
+
+
+def collect(events: Iterator[Event], on_event: Callable[[Event], None] | None = None) -> Final:
+    """Drain a stream (calling `on_event` for each event) and return its Final."""
+    final = None
+    for event in events:
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, Final):
+            final = event
+    if final is None:
+        raise SpecragError("the answer stream ended without a final event")
+    return final

@@ -1,0 +1,174 @@
+"""The copilot pipeline on tiny models: event stream, conversation, budget, citations, engine sharing."""
+
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from app.copilot import (
+    AnswerOptions,
+    ContextBudgetError,
+    Copilot,
+    CopilotOptions,
+    EmptyQuestionError,
+    Final,
+    ModelOptions,
+    Status,
+    Token,
+    collect,
+    loading,
+)
+
+RUNBOOK = [
+    "To drain a node run scontrol update nodename=NODE state=drain reason=maintenance and wait.",
+    "Check the reason afterwards with sinfo -R and resume with scontrol update nodename=NODE state=resume.",
+    "Munge keys live in /etc/munge/munge.key and must be identical on every node.",
+]
+
+
+@dataclass
+class Hit:
+    text: str
+    source: str
+    chunk_id: str
+    score: float
+    title: str = "Runbook"
+    heading: str = "Nodes"
+
+
+@dataclass
+class FakeRetriever:
+    texts: list[str]
+    queries: list[str] = field(default_factory=list)
+
+    def retrieve(self, query, k):
+        self.queries.append(query)
+        return [Hit(t, f"runbook-{i}.md", t[:30], 1.0 / (i + 1)) for i, t in enumerate(self.texts)][:k]
+
+
+@pytest.fixture
+def copilot(tiny_engine):
+    loaded = loading.load_engine(ModelOptions())
+    return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=24)), FakeRetriever(RUNBOOK))
+
+
+def test_stream_is_statuses_then_tokens_then_one_final(copilot):
+    events = list(copilot.answer("How do I drain a node?"))
+    stages = [e.stage for e in events if isinstance(e, Status)]
+    assert stages == ["searching", "passages", "prefilling", "generating"]
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[-1] == "Final" and kinds.count("Final") == 1
+    assert kinds.index("Token") > kinds.index("Status") and "Token" in kinds
+    final = events[-1]
+    tokens = [e for e in events if isinstance(e, Token)]
+    assert "".join(t.text for t in tokens) == final.answer
+    assert [o for t in tokens for o in t.origins] == final.origins
+    assert len(final.origins) == len(final.output_ids) == final.stats["new_tokens"]
+    assert [p.number for p in final.passages] == [1, 2, 3]
+    assert {s["path"] for s in final.sources} == {"runbook-0.md", "runbook-1.md", "runbook-2.md"}
+    for key in ("decode_tokens_per_s", "tokens_per_pass", "copied_share", "acceptance_rate", "time_to_first_token_s"):
+        assert key in final.stats
+
+
+def test_speculative_answer_equals_plain_decoding(copilot):
+    question = "How do I drain a node?"
+    hybrid = collect(copilot.answer(question, options=AnswerOptions(max_new_tokens=40)))
+    plain = collect(copilot.answer(question, options=AnswerOptions(max_new_tokens=40, speculation="none")))
+    assert hybrid.output_ids == plain.output_ids and hybrid.prompt_ids == plain.prompt_ids
+    assert set(plain.origins) == {"target"}
+
+
+def test_follow_up_uses_history_in_retrieval_prompt_and_numbering(copilot):
+    first = collect(copilot.answer("How do I drain a node?"))
+    retriever = copilot.retriever()
+    follow = collect(copilot.answer("and how do I undo it?", history=[first.turn]))
+    assert retriever.queries[-1] == "and how do I undo it?\nHow do I drain a node?"
+    decoded = copilot.engine.tokenizer.decode(follow.prompt_ids)
+    assert first.answer.strip() in decoded and "How do I drain a node?" in decoded
+    # the first prompt is a prefix of the follow-up's: its KV cache is reused
+    assert follow.prompt_ids[: len(first.prompt_ids)] == first.prompt_ids
+    # the same chunks are not repeated: they stay citable under their first numbers
+    assert [p.number for p in follow.passages] == [1, 2, 3] and follow.turn.passages == ()
+
+
+def test_new_passages_are_numbered_after_the_history(tiny_engine):
+    loaded = loading.load_engine(ModelOptions())
+    copilot = Copilot(
+        loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=8, passages=2)), FakeRetriever(RUNBOOK)
+    )
+    first = collect(copilot.answer("drain?"))
+    copilot._retriever = FakeRetriever(RUNBOOK[::-1])
+    follow = collect(copilot.answer("munge?", history=[first.turn]))
+    assert [(p.number, p.text) for p in follow.turn.passages] == [(3, RUNBOOK[2])]
+
+
+def test_history_keeps_recent_turns_whole_then_bare_then_drops_the_oldest():
+    from app.copilot import Passage, Turn
+    from app.copilot.conversation import keep_history
+
+    def count(messages):
+        return sum(len(m["content"]) for m in messages)
+
+    passage = Passage(1, "p" * 100, "a.md")
+    turns = [Turn(f"q{i}", "a" * 20, (passage,)) for i in range(4)]
+    bare = count([{"content": "Question: q0"}, {"content": "a" * 20}])
+    whole = bare + len("Context:\n[1] (a.md) ") + 100 + 2
+    kept = keep_history(turns, whole + 2 * bare, count)
+    assert kept.turns == 3 and kept.passages == [passage]  # newest whole, two bare, the oldest dropped
+    assert [m["content"] for m in kept.messages if m["role"] == "user"][-1].startswith("Context:")
+    assert kept.answers == ["a" * 20] * 3
+    assert keep_history(turns, 0, count).messages == []
+
+
+def test_passages_are_trimmed_to_the_context_and_a_huge_question_is_refused(copilot):
+    long_passages = [t * 30 for t in RUNBOOK]  # ~8k tokens with the byte tokenizer: over the 2048 context
+    copilot._retriever = FakeRetriever(long_passages)
+    events = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=8)))
+    passages_status = next(e for e in events if isinstance(e, Status) and e.stage == "passages")
+    assert passages_status.detail["trimmed_passages"] >= 1
+    assert len(events[-1].prompt_ids) + 8 <= copilot.engine.context_limit
+    with pytest.raises(ContextBudgetError, match="shorten the question"):
+        list(copilot.answer("why? " * 1000))
+
+
+def test_empty_question_is_a_clear_error(copilot):
+    with pytest.raises(EmptyQuestionError, match="empty"):
+        list(copilot.answer("   "))
+
+
+def test_stopping_a_stream_frees_the_engine_for_the_next_answer(copilot):
+    stream = copilot.answer("How do I drain a node?", options=AnswerOptions(max_new_tokens=200))
+    for event in stream:
+        if isinstance(event, Token):
+            break
+    assert copilot.busy
+    stream.close()
+    assert not copilot.busy
+    final = collect(copilot.answer("How do I drain a node?"))
+    assert final.stats["new_tokens"] > 0
+
+
+def test_concurrent_answers_never_share_engine_state(copilot):
+    questions = ["How do I drain a node?", "Where do munge keys live?", "How do I resume a node?"]
+    expected = {q: collect(copilot.answer(q)).output_ids for q in questions}
+    results: dict[str, list[int]] = {}
+
+    def ask(question):
+        results[question] = collect(copilot.answer(question)).output_ids
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == expected
+
+
+def test_final_lists_citations_grounding_and_provenance(copilot):
+    final = collect(copilot.answer("How do I drain a node?"))
+    assert isinstance(final, Final)
+    assert "".join(s.text for s in final.citations.segments) == final.answer
+    copied = {s.passage for s in final.citations.segments if s.passage is not None}
+    assert copied == set(final.citations.copied)
+    record = final.to_dict()
+    assert record["answer"] == final.answer and "turn" not in record and "valid" in record["citations"]
