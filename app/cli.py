@@ -10,6 +10,7 @@ import sys
 COMMANDS = {
     "ask": "app.ask",
     "bench": "app.bench",
+    "feedback": "app.feedback_cmd",
     "ingest": "app.ingest_cmd",
     "search": "app.search_cmd",
 }
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from generation.errors import SpecragError
+    from core.errors import SpecragError
 
     args = build_parser().parse_args(argv)
     try:
