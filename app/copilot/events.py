@@ -24,6 +24,7 @@ class Passage:
     heading: str = ""
     score: float | None = None  # fused retrieval score; None for given passages
     chunk_id: str = ""
+    similarity: float | None = None  # dense cosine to the query, what the relevance gate reads
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,7 +87,7 @@ class Citations:
 class Final:
     question: str
     answer: str
-    finish_reason: str  # "eos" | "length" | "stop"
+    finish_reason: str  # "eos" | "length" | "stop" | "gated"
     passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
     sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score
     citations: Citations
@@ -97,6 +98,8 @@ class Final:
     origins: list[str]
     turn: Turn  # hand this back in `history` for a follow-up
     models: dict[str, Any] = field(default_factory=dict)
+    relevance: dict[str, Any] | None = None  # the gate's reading: similarity, threshold, covered
+    gated: bool = False  # True: refused by the relevance gate, no model ran
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.copilot.gate import GATE_MODES
 from core.errors import SpecragError
 from generation.engine import SPECULATION_MODES
 
@@ -36,6 +37,7 @@ class AnswerOptions:
     max_new_tokens: int = 256
     stop: tuple[str, ...] = ()
     history_tokens: int = 1024  # prompt budget for earlier turns of the conversation
+    gate: str = "refuse"  # relevance gate: off | warn | refuse (see app/copilot/gate.py)
 
     def __post_init__(self) -> None:
         if self.speculation not in SPECULATION_MODES:
@@ -48,6 +50,8 @@ class AnswerOptions:
             raise SpecragError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
         if self.temperature < 0:
             raise SpecragError(f"temperature must be 0 (greedy) or positive, got {self.temperature}")
+        if self.gate not in GATE_MODES:
+            raise SpecragError(f"unknown gate mode {self.gate!r}; use one of {', '.join(GATE_MODES)}")
         if self.history_tokens < 0:
             raise SpecragError(f"history_tokens must be 0 or more, got {self.history_tokens}")
 

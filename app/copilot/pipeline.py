@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from app.copilot import citations as cite
-from app.copilot import loading
+from app.copilot import gate, loading
 from app.copilot.conversation import keep_history, number_new_passages, retrieval_query
 from app.copilot.events import Event, Final, Passage, Status, Token, Turn
 from app.copilot.grounding import check_grounding
@@ -75,10 +75,25 @@ class Copilot:
                 self._retriever = open_index(self.options.index_dir)
             return self._retriever
 
+    @property
+    def embedding_model(self) -> str | None:
+        """The id of the index's embedding model (what the relevance gate's threshold belongs to)."""
+        embedder = getattr(self.retriever(), "embedder", None)
+        return getattr(embedder, "model_id", None)
+
     def retrieve(self, query: str, k: int) -> list[Passage]:
         hits = self.retriever().retrieve(query, k)
         return [
-            Passage(i + 1, h.text, h.source, h.title, getattr(h, "heading", ""), round(float(h.score), 6), h.chunk_id)
+            Passage(
+                i + 1,
+                h.text,
+                h.source,
+                h.title,
+                getattr(h, "heading", ""),
+                round(float(h.score), 6),
+                h.chunk_id,
+                _dense(h),
+            )
             for i, h in enumerate(hits)
         ]
 
@@ -95,19 +110,57 @@ class Copilot:
         if not question:
             raise EmptyQuestionError("the question is empty: type a question about the runbooks")
         started = time.perf_counter()
+        relevance = None
         if passages is None:
             yield Status("searching", "searching the runbooks…")
             passages = self.retrieve(retrieval_query(question, history), options.passages)
+            relevance = gate.assess(passages, self.embedding_model) if options.gate != "off" else None
         retrieval_s = time.perf_counter() - started
         prepared = self._prepare(question, list(history), list(passages), options)
+        prepared.relevance = relevance
+        detail = {"count": len(prepared.new_passages), "prompt_tokens": len(prepared.prompt_ids), **prepared.notes}
+        if relevance is not None and not relevance.covered:
+            detail["relevance"] = relevance.to_dict()
+            if options.gate == "refuse":
+                yield Status("passages", "the sources do not cover this question", detail)
+                yield from self._refuse(prepared, started, retrieval_s)
+                return
         yield Status(
             "passages",
             f"reading {len(prepared.new_passages)} passages ({len(prepared.prompt_ids)} prompt tokens)",
-            {"count": len(prepared.new_passages), "prompt_tokens": len(prepared.prompt_ids), **prepared.notes},
+            detail,
         )
         with self._engine_lock:  # answers queue here; closing the stream releases it
             yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
             yield from self._generate(prepared, options, started, retrieval_s)
+
+    def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float) -> Iterator[Event]:
+        """The gate's answer: no model runs; the nearest sources are listed."""
+        text = gate.refusal_text(prepared.new_passages)
+        stats = {
+            "new_tokens": 0,
+            "retrieval_s": round(retrieval_s, 4),
+            "elapsed_s": round(time.perf_counter() - started, 4),
+        }
+        yield Token(text, [], [], stats)
+        citations = cite.build_citations(text, [], [], prepared.all_passages, lambda t: "")
+        yield Final(
+            question=prepared.question,
+            answer=text,
+            finish_reason="gated",
+            passages=prepared.all_passages,
+            sources=cite.source_list(prepared.new_passages, citations),
+            citations=citations,
+            grounding=[],
+            stats=stats,
+            prompt_ids=[],
+            output_ids=[],
+            origins=[],
+            turn=Turn(prepared.question, text, ()),
+            models=self.loaded.describe(),
+            relevance=prepared.relevance.to_dict() if prepared.relevance else None,
+            gated=True,
+        )
 
     def _prepare(
         self, question: str, history: list[Turn], candidates: list[Passage], options: AnswerOptions
@@ -189,6 +242,7 @@ class Copilot:
             origins=origins,
             turn=Turn(prepared.question, answer, tuple(prepared.new_passages)),
             models=self.loaded.describe(),
+            relevance=prepared.relevance.to_dict() if prepared.relevance else None,
         )
 
     def generation_config(self, options: AnswerOptions) -> GenerationConfig:
@@ -228,10 +282,16 @@ class _Prepared:
     answers: list[str]  # earlier answers, copy sources for the n-gram drafter
     prompt_ids: list[int]
     notes: dict[str, Any]
+    relevance: gate.Relevance | None = None
 
     @property
     def all_passages(self) -> list[Passage]:
         return [*self.kept_passages, *self.new_passages]
+
+
+def _dense(hit: Any) -> float | None:
+    scores = getattr(hit, "scores", None) or {}
+    return round(float(scores["dense"]), 6) if "dense" in scores else None
 
 
 def _label(origin: Origin, labels: list[str]) -> str:

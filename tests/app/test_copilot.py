@@ -13,6 +13,7 @@ from app.copilot import (
     EmptyQuestionError,
     Final,
     ModelOptions,
+    Passage,
     Status,
     Token,
     collect,
@@ -34,16 +35,27 @@ class Hit:
     score: float
     title: str = "Runbook"
     heading: str = "Nodes"
+    scores: dict = field(default_factory=dict)
+
+
+@dataclass
+class Embedder:
+    model_id: str = "fake-model"
 
 
 @dataclass
 class FakeRetriever:
     texts: list[str]
     queries: list[str] = field(default_factory=list)
+    similarity: float = 0.9
+    embedder: Embedder = field(default_factory=Embedder)
 
     def retrieve(self, query, k):
         self.queries.append(query)
-        return [Hit(t, f"runbook-{i}.md", t[:30], 1.0 / (i + 1)) for i, t in enumerate(self.texts)][:k]
+        return [
+            Hit(t, f"runbook-{i}.md", t[:30], 1.0 / (i + 1), scores={"dense": self.similarity - i / 10})
+            for i, t in enumerate(self.texts)
+        ][:k]
 
 
 @pytest.fixture
@@ -172,3 +184,38 @@ def test_final_lists_citations_grounding_and_provenance(copilot):
     assert copied == set(final.citations.copied)
     record = final.to_dict()
     assert record["answer"] == final.answer and "turn" not in record and "valid" in record["citations"]
+
+
+@pytest.fixture
+def calibrated(monkeypatch):
+    from app.copilot import gate
+
+    monkeypatch.setitem(gate.THRESHOLDS, "fake-model", 0.5)
+
+
+def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, calibrated):
+    copilot._retriever.similarity = 0.3
+    events = list(copilot.answer("How do I restart a kubernetes pod?"))
+    final = events[-1]
+    assert final.gated and final.finish_reason == "gated" and final.output_ids == []
+    assert "do not cover" in final.answer and "runbook-0.md" in final.answer  # the nearest sources are named
+    assert not any(isinstance(e, Status) and e.stage == "prefilling" for e in events)
+    assert final.relevance == {"similarity": 0.3, "threshold": 0.5, "calibrated": True, "covered": False}
+
+
+def test_gate_warn_answers_and_off_skips_the_check(copilot, calibrated):
+    copilot._retriever.similarity = 0.3
+    warned = collect(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="warn")))
+    assert not warned.gated and warned.stats["new_tokens"] == 4 and warned.relevance["covered"] is False
+    off = collect(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="off")))
+    assert off.relevance is None and not off.gated
+
+
+def test_gate_passes_relevant_questions_and_never_judges_uncalibrated_models(copilot, calibrated):
+    assert not collect(copilot.answer("How do I drain a node?")).gated
+    copilot._retriever.similarity = 0.1
+    copilot._retriever.embedder = Embedder("another-model")
+    final = collect(copilot.answer("How do I drain a node?"))
+    assert not final.gated and final.relevance["calibrated"] is False
+    given = [Passage(1, "unrelated text", "x.md")]
+    assert not collect(copilot.answer("anything?", passages=given)).gated

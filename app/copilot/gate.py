@@ -1,0 +1,61 @@
+"""The relevance gate: before generating, decide whether the passages can answer the question.
+
+Signal: the best dense cosine similarity between the question and a retrieved passage
+(all-MiniLM-L6-v2 vectors are normalised, so it is comparable across questions and
+corpora, unlike the rank-based fused score). Below the threshold the copilot, in the
+default `refuse` mode, says the sources do not cover the question and lists the nearest
+ones instead of letting the model answer from general knowledge; `warn` answers with a
+warning; `off` never gates. Given passages (--context-file, Spec-Bench) are never gated.
+
+A threshold holds only for the embedding model it was calibrated with: THRESHOLDS maps
+model ids to thresholds, and an index built with another model is not gated (the
+reading says `calibrated: false`). The thresholds were calibrated on a development split
+of our own questions (`python -m app.copilot.gate_calibration`; figures in README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.copilot.events import Passage
+
+GATE_MODES = ("off", "warn", "refuse")
+THRESHOLDS = {"sentence-transformers/all-MiniLM-L6-v2": 0.40}
+
+
+@dataclass(frozen=True)
+class Relevance:
+    similarity: float | None  # best dense cosine among the passages; None when none has one
+    threshold: float | None  # None: no threshold for this embedding model, so no judgement
+
+    @property
+    def covered(self) -> bool:
+        if self.threshold is None:
+            return True
+        return self.similarity is not None and self.similarity >= self.threshold
+
+    def to_dict(self) -> dict:
+        return {
+            "similarity": self.similarity,
+            "threshold": self.threshold,
+            "calibrated": self.threshold is not None,
+            "covered": self.covered,
+        }
+
+
+def assess(passages: Sequence[Passage], embedding_model: str | None) -> Relevance:
+    scores = [p.similarity for p in passages if p.similarity is not None]
+    return Relevance(max(scores) if scores else None, THRESHOLDS.get(embedding_model or ""))
+
+
+def refusal_text(passages: Sequence[Passage]) -> str:
+    """What the copilot says instead of answering: plain, with the nearest sources to look at."""
+    lines = ["The sources do not cover this question, so I will not guess an answer."]
+    if passages:
+        lines.append("The nearest sources I found are:")
+        lines += [
+            f"- [{p.number}] {p.title or p.source}{f' › {p.heading}' if p.heading else ''} ({p.source})"
+            for p in passages[:3]
+        ]
+    return "\n".join(lines)
