@@ -41,7 +41,7 @@ class ContextBudgetError(SpecragError):
 class Copilot:
     def __init__(
         self,
-        loaded: LoadedEngine,
+        loaded: LoadedEngine | None,  # None: retrieval only (search, gate calibration, eval --retrieval-only)
         options: CopilotOptions | None = None,
         retriever: Any = None,  # anything with retrieve(query, k) -> scored chunks; opened lazily when None
     ) -> None:
@@ -58,8 +58,15 @@ class Copilot:
             models = replace(models, draft=None)
         return cls(loading.load_engine(models), options)  # tests swap loading.load_engine for tiny models
 
+    @classmethod
+    def retrieval_only(cls, options: CopilotOptions | None = None) -> Copilot:
+        """A copilot that retrieves but loads no language model."""
+        return cls(None, options)
+
     @property
     def engine(self) -> Engine:
+        if self.loaded is None:
+            raise SpecragError("this copilot was opened for retrieval only: it has no language model")
         return self.loaded.engine
 
     @property
@@ -157,7 +164,7 @@ class Copilot:
             output_ids=[],
             origins=[],
             turn=Turn(prepared.question, text, ()),
-            models=self.loaded.describe(),
+            models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             gated=True,
         )
@@ -241,7 +248,7 @@ class Copilot:
             output_ids=ids,
             origins=origins,
             turn=Turn(prepared.question, answer, tuple(prepared.new_passages)),
-            models=self.loaded.describe(),
+            models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
         )
 
