@@ -16,11 +16,16 @@ from app.copilot.events import Passage, Turn
 from core.errors import SpecragError
 
 SYSTEM_PROMPT = (
-    "You are an operations copilot for computing shift operators. Answer the question from the numbered "
-    "context passages. When a passage gives a command, a path, a setting or a procedure, quote it exactly as "
-    "written there. Cite the passages you used as [n]. If the context does not contain the answer, say so "
-    "plainly instead of guessing."
+    "You are a copilot for computing-operations shift operators. You answer only from the numbered sources given "
+    "with each question, never from general knowledge.\n"
+    "- Cite the source of every statement as [n], for example: Drain the node first [2].\n"
+    "- Copy commands, options, paths and settings exactly as the sources write them, in backticks. Never invent a "
+    "command or an option.\n"
+    '- If the sources do not answer the question, say "The sources do not cover this." and stop.\n'
+    "- Be brief: a short answer or numbered steps."
 )
+# Repeated after each question: a 1.5B model follows the instruction nearest to the answer best.
+REMINDER = "Answer from the sources above and cite them as [n]."
 
 
 def build_messages(
@@ -43,7 +48,7 @@ def user_content(question: str, passages: Sequence[Passage]) -> str:
     if not passages:
         return f"Question: {question}"
     blocks = [f"[{p.number}]{_label(p)} {p.text.strip()}" for p in passages]
-    return "Context:\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}"
+    return "Sources:\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{REMINDER}"
 
 
 def turn_messages(turn: Turn, with_passages: bool) -> list[dict[str, str]]:

@@ -117,17 +117,18 @@ def test_new_passages_are_numbered_after_the_history(tiny_engine):
 def test_history_keeps_recent_turns_whole_then_bare_then_drops_the_oldest():
     from app.copilot import Passage, Turn
     from app.copilot.conversation import keep_history
+    from app.copilot.prompting import turn_messages
 
     def count(messages):
         return sum(len(m["content"]) for m in messages)
 
     passage = Passage(1, "p" * 100, "a.md")
     turns = [Turn(f"q{i}", "a" * 20, (passage,)) for i in range(4)]
-    bare = count([{"content": "Question: q0"}, {"content": "a" * 20}])
-    whole = bare + len("Context:\n[1] (a.md) ") + 100 + 2
+    bare = count(turn_messages(turns[0], with_passages=False))
+    whole = count(turn_messages(turns[0], with_passages=True))
     kept = keep_history(turns, whole + 2 * bare, count)
     assert kept.turns == 3 and kept.passages == [passage]  # newest whole, two bare, the oldest dropped
-    assert [m["content"] for m in kept.messages if m["role"] == "user"][-1].startswith("Context:")
+    assert [m["content"] for m in kept.messages if m["role"] == "user"][-1].startswith("Sources:")
     assert kept.answers == ["a" * 20] * 3
     assert keep_history(turns, 0, count).messages == []
 

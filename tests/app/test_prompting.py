@@ -5,7 +5,7 @@ import json
 import pytest
 
 from app.copilot import Passage
-from app.copilot.prompting import SYSTEM_PROMPT, build_messages, encode_chunks, encode_prompt, spec_bench_rows
+from app.copilot.prompting import REMINDER, SYSTEM_PROMPT, build_messages, encode_chunks, encode_prompt, spec_bench_rows
 from generation.errors import SpecragError
 
 CHAT_TEMPLATE = (
@@ -19,7 +19,7 @@ def test_messages_number_the_passages_before_the_question():
     messages = build_messages("How do I drain a node?", passages)
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[0]["content"] == SYSTEM_PROMPT
-    for word in ("context", "exact", "does not contain"):
+    for word in ("only from the numbered sources", "exactly", "do not cover", "[n]"):
         assert word in SYSTEM_PROMPT
     user = messages[1]["content"]
     assert "[1] (slurm.md) scontrol update state=drain" in user
@@ -30,7 +30,7 @@ def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):
     tokenizer = tiny_models[2]
     ids = encode_prompt(tokenizer, build_messages("why?", [Passage(1, "because", "")]))
     text = tokenizer.decode(ids)
-    assert text.startswith(SYSTEM_PROMPT) and "[1] because" in text and text.endswith("Question: why?\n\nAnswer:")
+    assert text.startswith(SYSTEM_PROMPT) and "[1] because" in text and text.endswith("Question: why?\n" + REMINDER + "\n\nAnswer:")
 
 
 def test_chat_template_output_is_a_flat_id_list(tiny_models):
