@@ -30,7 +30,11 @@ def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):
     tokenizer = tiny_models[2]
     ids = encode_prompt(tokenizer, build_messages("why?", [Passage(1, "because", "")]))
     text = tokenizer.decode(ids)
-    assert text.startswith(SYSTEM_PROMPT) and "[1] because" in text and text.endswith("Question: why?\n" + REMINDER + "\n\nAnswer:")
+    assert (
+        text.startswith(SYSTEM_PROMPT)
+        and "[1] because" in text
+        and text.endswith("Question: why?\n" + REMINDER + "\n\nAnswer:")
+    )
 
 
 def test_chat_template_output_is_a_flat_id_list(tiny_models):
