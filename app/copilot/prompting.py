@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ def build_messages(
     """
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
+        *DEMONSTRATION,
         *history,
         {"role": "user", "content": user_content(question, passages)},
     ]
@@ -61,6 +63,39 @@ def _label(passage: Passage) -> str:
     """' (title | heading | source)' for a passage, or '' when none is known."""
     parts = [part for part in (passage.title, passage.heading, passage.source) if part]
     return f" ({' | '.join(dict.fromkeys(parts))})" if parts else ""
+
+
+# Two worked exchanges on a made-up tool: one answered with [n] and a verbatim command, one
+# declined. A 1.5B model imitates a demonstration far more reliably than it obeys a rule, and
+# the demonstration sits in the fixed prefix, so its KV cache is computed once per process.
+_RESTORE = Passage(
+    1,
+    "To restore a deleted file run `bkp restore --snapshot latest --path FILE --to /srv/restore`. "
+    "Restores always go to /srv/restore, never over the live file.",
+    "backup.md",
+    "Backups",
+    "Restoring",
+)
+_SCHEDULE = Passage(
+    2, "Nightly backups start at 01:00 and usually finish by 03:00.", "backup.md", "Backups", "Schedule"
+)
+DEMONSTRATION = [
+    {
+        "role": "user",
+        "content": user_content("A user deleted a file yesterday. How do I get it back?", [_RESTORE, _SCHEDULE]),
+    },
+    {
+        "role": "assistant",
+        "content": "Restore it from the latest snapshot into /srv/restore, never over the live file [1]:\n\n"
+        "```\nbkp restore --snapshot latest --path FILE --to /srv/restore\n```\n\n"
+        "Yesterday's file is in the latest snapshot, since backups run nightly at 01:00 [2].",
+    },
+    {
+        "role": "user",
+        "content": user_content("What is the phone number of the backup vendor?", [replace(_SCHEDULE, number=1)]),
+    },
+    {"role": "assistant", "content": "The sources do not cover this."},
+]
 
 
 def encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:

@@ -5,7 +5,15 @@ import json
 import pytest
 
 from app.copilot import Passage
-from app.copilot.prompting import REMINDER, SYSTEM_PROMPT, build_messages, encode_chunks, encode_prompt, spec_bench_rows
+from app.copilot.prompting import (
+    DEMONSTRATION,
+    REMINDER,
+    SYSTEM_PROMPT,
+    build_messages,
+    encode_chunks,
+    encode_prompt,
+    spec_bench_rows,
+)
 from generation.errors import SpecragError
 
 CHAT_TEMPLATE = (
@@ -17,11 +25,12 @@ CHAT_TEMPLATE = (
 def test_messages_number_the_passages_before_the_question():
     passages = [Passage(1, "scontrol update state=drain", "slurm.md"), Passage(2, "sinfo -R", "sinfo.md", "sinfo")]
     messages = build_messages("How do I drain a node?", passages)
-    assert [m["role"] for m in messages] == ["system", "user"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert messages[1:5] == DEMONSTRATION and "[1]" in DEMONSTRATION[1]["content"]
     assert messages[0]["content"] == SYSTEM_PROMPT
     for word in ("only from the numbered sources", "exactly", "do not cover", "[n]"):
         assert word in SYSTEM_PROMPT
-    user = messages[1]["content"]
+    user = messages[-1]["content"]
     assert "[1] (slurm.md) scontrol update state=drain" in user
     assert user.index("[2] (sinfo | sinfo.md) sinfo -R") < user.index("Question: How do I drain a node?")
 
