@@ -283,7 +283,7 @@ def clean(index_dir: Path, history: list[str], keep: str) -> list[str]:
     for tmp in index_dir.glob(f".{CURRENT}.*.tmp"):  # left by a writer killed mid-rename
         tmp.unlink(missing_ok=True)
     kept = [n for n in history if n == keep or (index_dir / n).exists() or trash_of(index_dir, n)]
-    if kept != history or not (index_dir / MARKER).is_file():  # also records an adopted history
+    if _read_marker(index_dir) != kept:  # also records a history adopted from our manifests
         write_marker(index_dir, kept)
     return kept
 
