@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ingest",
         help="index documents (.md .txt .rst .html .htm .pdf) for search",
         description="Index folders of documents; re-running embeds only new or changed files "
-        "and drops chunks of removed ones. With no PATH, refreshes the folders the index already tracks.",
+        "and drops chunks of removed ones. With no PATH, refreshes the tracked folders that are bundled "
+        "or downloaded corpora; name any other folder to refresh it (tracked folders not named keep their chunks).",
     )
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or folders (walked recursively)")
     parser.add_argument("--corpus", action="append", choices=CORPORA, default=[], help="a named corpus (repeatable)")
