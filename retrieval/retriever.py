@@ -136,6 +136,10 @@ def load_snapshot(index_dir: Path, embedder_for: EmbedderFor) -> Snapshot:
                 )
             try:
                 index = HybridIndex.load(generation, settings.dim)
+                if len(index) != manifest["chunks"]:
+                    raise IndexCorruptError(
+                        f"{generation.name} holds {len(index)} chunks, its manifest says {manifest['chunks']}"
+                    )
             except IndexCorruptError as err:
                 raise _with_hint(err, index_dir, generation) from err
     finally:

@@ -305,10 +305,11 @@ def test_manifest_is_checked_even_if_only_the_marker_survives(docs, index):
 # --- 7. big files and silent skips --------------------------------------------------------------------
 
 
-def test_one_large_file_shows_progress(tmp_path, capsys):
+def test_one_large_file_shows_progress(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("retrieval.ingest.PROGRESS_MIN_BYTES", 256 * 1024)  # 4 MB in real use
     docs = tmp_path / "big"
     docs.mkdir()
-    (docs / "huge.txt").write_text("Drain the node before the GPU swap.\n\n" * 150_000)  # ~5.6 MB
+    (docs / "huge.txt").write_text("Drain the node before the GPU swap.\n\n" * 16_000)  # ~600 KB, 3 blocks
     ingest([docs], tmp_path / "index", IngestOptions(progress=True), embedder=fake())
     assert "chunking" in capsys.readouterr().err
 
@@ -341,6 +342,17 @@ def test_nothing_to_refresh_and_no_lock_left_in_refused_dirs(tmp_path, capsys, n
     with pytest.raises(IndexMismatchError):
         ingest([user], user)
     assert not (user / LOCK).exists()
+
+
+def test_index_from_before_the_marker_is_adopted_and_rebuilt(docs, index, capsys, no_real_model):
+    old = live(index)
+    (index / MARKER).unlink()  # as written by specrag before this change: format 1, no marker
+    edit_manifest(old, version=1)
+    code, err = cli(capsys, "search", "munge", "--index", index)
+    assert code == 2 and "format 1" in err and f"specrag ingest {docs.resolve()} --index {index} --rebuild" in err
+    assert cli(capsys, "ingest", docs, "--index", index, "--rebuild", "--quiet")[0] == 0
+    assert generations(index) == [live(index).name] != [old.name]
+    search_ok(index)
 
 
 def test_checksums_cover_every_data_file(index):
