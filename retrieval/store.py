@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import secrets
 import shutil
 import time
@@ -258,8 +259,6 @@ def write_json(path: Path, payload: object) -> None:
 
 def fsync_tree(root: Path) -> None:
     """Flush every file and directory under root (and root itself) to disk."""
-    import os
-
     for dirpath, _, filenames in os.walk(root):
         for name in filenames:
             with open(Path(dirpath) / name, "rb") as handle:
