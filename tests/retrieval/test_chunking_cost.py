@@ -60,6 +60,34 @@ def test_chunking_16mb_file_costs_what_four_4mb_files_cost():
     assert ratio <= 1.2
 
 
+@pytest.mark.parametrize("shape", ["lines", "one-line"])
+def test_token_counting_work_is_linear(shape):
+    """Characters handed to the token counter: the tokenizer's work, counted instead of timed (with
+    the real tokenizer that work is ~95% of chunking time, and CPU timings on a shared 2-core box
+    drift too much to compare big runs)."""
+
+    def counted_chars(docs: list[Document]) -> int:
+        seen = 0
+
+        def count(text: str) -> int:
+            nonlocal seen
+            seen += len(text)
+            return words(text)
+
+        splitter = make_splitter(count, ChunkParams(200, 32))
+        for doc in docs:
+            chunk_document(doc, splitter)
+        return seen
+
+    def shaped(size: int, name: str) -> Document:
+        doc = document(size, name)
+        text = doc.text if shape == "lines" else doc.text.replace("\n", " ")  # no break but spaces
+        return Document(doc.source, name, text, (Section("", 0, len(text)),), "text")
+
+    ratio = counted_chars([shaped(4 * MB, "one")]) / counted_chars([shaped(MB, f"p{i}") for i in range(4)])
+    assert ratio <= 1.02
+
+
 def test_one_large_file_reports_progress_as_it_goes():
     doc = document(2 * MB)
     seen: list[int] = []
