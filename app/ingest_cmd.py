@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ingest",
         help="index documents (.md .txt .rst .html .htm .pdf) for search",
         description="Index folders of documents; re-running embeds only new or changed files "
-        "and drops chunks of removed ones. With no PATH, refreshes the folders the index already tracks.",
+        "and drops chunks of removed ones. With no PATH, refreshes the tracked folders that are bundled "
+        "or downloaded corpora; name any other folder to refresh it (tracked folders not named keep their chunks).",
     )
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or folders (walked recursively)")
     parser.add_argument("--corpus", action="append", choices=CORPORA, default=[], help="a named corpus (repeatable)")
@@ -33,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--chunk-tokens", type=int, help="chunk size in the model's tokens (default 200)")
     parser.add_argument("--overlap-tokens", type=int, help="overlap between chunks in tokens (default 32)")
     parser.add_argument("--max-file-mb", type=float, default=20.0, help="skip files larger than this (default 20)")
+    parser.add_argument(
+        "--follow-symlinks", action="store_true", help="also index files whose symlinks point outside the folder"
+    )
     parser.add_argument("--json", action="store_true", help="print the ingest report as JSON on stdout")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -57,10 +61,10 @@ def corpus_path(name: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from retrieval.errors import RetrievalError
     from retrieval.ingest import IngestOptions, ingest
     from retrieval.store import default_index_dir
 
-    paths = list(args.paths) + [corpus_path(name) for name in args.corpus]
     options = IngestOptions(
         model=args.model,
         precision=args.precision,
@@ -69,8 +73,14 @@ def run(args: argparse.Namespace) -> int:
         max_file_bytes=int(args.max_file_mb * 2**20),
         rebuild=args.rebuild,
         progress=not args.quiet and not args.json,
+        follow_symlinks=args.follow_symlinks,
     )
-    report = ingest(paths, args.index or default_index_dir(), options)
+    options.check()  # before a corpus download or a model load
+    paths = list(args.paths) + [corpus_path(name) for name in args.corpus]
+    try:
+        report = ingest(paths, args.index or default_index_dir(), options)
+    except OSError as err:
+        raise RetrievalError(f"cannot use {err.filename or 'a file'} ({err.strerror}); check the path") from err
     if args.json:
         json.dump(report.to_dict(), sys.stdout, indent=1)
         print()

@@ -25,16 +25,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--mode", choices=("hybrid", "dense", "bm25"), default="hybrid", help="retriever (default hybrid)"
     )
+    parser.add_argument("--model", help="the index's embedding model directory, if it is not the packaged default")
     parser.add_argument("--json", action="store_true", help="print one JSON object with a `results` list")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from retrieval.errors import RetrievalError
     from retrieval.retriever import open_index
     from retrieval.store import default_index_dir
 
+    if args.k < 1:  # checked before the model load (~8 s), not after it
+        raise RetrievalError(f"-k must be at least 1, got {args.k}")
     index_dir = args.index or default_index_dir()
-    hybrid = open_index(index_dir)
+    try:
+        hybrid = open_index(index_dir, model=args.model)
+    except OSError as err:
+        raise RetrievalError(f"cannot read {err.filename or index_dir} ({err.strerror}); check the path") from err
     retriever = {"hybrid": hybrid, "dense": hybrid.dense, "bm25": hybrid.bm25}[args.mode]
     query = " ".join(args.query)
     started = time.perf_counter()

@@ -4,12 +4,18 @@ Each section of a Document is split on its own (so no chunk straddles a heading)
 recursive splitter, which prefers paragraph breaks, then line breaks, then sentences, then
 words. Offsets are recomputed here: the splitter's own `add_start_index` mixes token and
 character units when the length function counts tokens.
+
+Cost is linear in the text: a section longer than BLOCK_CHARS is cut at a paragraph (else line,
+else word) boundary into blocks that are split one after another, which also lets a caller show
+progress through one large file. Chunk ids of repeated text are numbered in O(1) each: the old
+probe loop made a 2 MB file of one repeated paragraph take 7.4 s against 1.2 s for 0.5 MB.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -19,6 +25,10 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from retrieval.loaders import Document
 
 SEPARATORS = ["\n\n", "\n", ". ", "; ", ", ", " ", ""]
+# Blocks of 256 K characters hold ~700 chunks: the seam (a chunk boundary without overlap) is rare,
+# and a 16 MB file reports progress 64 times.
+BLOCK_CHARS = 1 << 18
+Progress = Callable[[int], None]  # called with the number of characters just chunked
 
 
 @dataclass(frozen=True)
@@ -93,17 +103,41 @@ def splitter_for(recipe: ChunkRecipe) -> RecursiveCharacterTextSplitter:
     return make_splitter(partial(count_tokens_with, counter), recipe.params)
 
 
-def chunk_document(doc: Document, splitter: RecursiveCharacterTextSplitter) -> list[Chunk]:
+def chunk_document(
+    doc: Document, splitter: RecursiveCharacterTextSplitter, progress: Progress | None = None
+) -> list[Chunk]:
     """Split every section; ids are stable across re-ingests while the chunk's content is unchanged."""
-    chunks, seen = [], set()
+    chunks, seen = [], Counter()
     for section in doc.sections:
         body = doc.section_text(section)
-        for text, offset in split_with_offsets(splitter, body):
-            start = section.start + offset
-            chunk_id = _unique(chunk_hash(doc.source, section.heading, text), seen)
-            position = Position(start, start + len(text), section.page)
-            chunks.append(Chunk(chunk_id, text, doc.source, doc.title, section.heading, position))
+        for block_start, block in blocks(body):
+            for text, offset in split_with_offsets(splitter, block):
+                start = section.start + block_start + offset
+                chunk_id = _unique(chunk_hash(doc.source, section.heading, text), seen)
+                position = Position(start, start + len(text), section.page)
+                chunks.append(Chunk(chunk_id, text, doc.source, doc.title, section.heading, position))
+            if progress is not None:
+                progress(len(block))
     return chunks
+
+
+def blocks(text: str, size: int = BLOCK_CHARS) -> Iterator[tuple[int, str]]:
+    """(offset, piece) covering text, each at most `size` long unless no boundary was found."""
+    start = 0
+    while len(text) - start > size:
+        end = _boundary(text, start, start + size)
+        yield start, text[start:end]
+        start = end
+    yield start, text[start:]
+
+
+def _boundary(text: str, start: int, limit: int) -> int:
+    """The last paragraph, line or word break in the second half of text[start:limit], else limit."""
+    for separator in ("\n\n", "\n", " "):
+        cut = text.rfind(separator, start + (limit - start) // 2, limit)
+        if cut >= 0:
+            return cut + len(separator)
+    return limit
 
 
 def split_with_offsets(splitter: RecursiveCharacterTextSplitter, text: str) -> list[tuple[str, int]]:
@@ -121,10 +155,7 @@ def chunk_hash(source: str, heading: str, text: str) -> str:
     return hashlib.blake2b(f"{source}\0{heading}\0{text}".encode(), digest_size=8).hexdigest()
 
 
-def _unique(chunk_id: str, seen: set[str]) -> str:
-    candidate, n = chunk_id, 1
-    while candidate in seen:
-        n += 1
-        candidate = f"{chunk_id}-{n}"
-    seen.add(candidate)
-    return candidate
+def _unique(chunk_id: str, seen: Counter[str]) -> str:
+    """chunk_id, then chunk_id-2, chunk_id-3... for repeats (hex ids never contain '-')."""
+    seen[chunk_id] += 1
+    return chunk_id if seen[chunk_id] == 1 else f"{chunk_id}-{seen[chunk_id]}"

@@ -25,6 +25,10 @@ class IndexBusyError(RetrievalError):
     """Another ingest holds the index lock."""
 
 
+class InvalidArgumentError(RetrievalError, ValueError):
+    """An argument that can never work (e.g. k < 1); also a ValueError for API callers."""
+
+
 class EmbeddingModelError(RetrievalError):
     """The sentence-transformers model cannot be found or loaded."""
 

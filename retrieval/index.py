@@ -4,7 +4,9 @@ Dense search uses faiss directly: an exact IndexFlatIP over L2-normalised vector
 product = cosine). At the scale of a docs site (thousands of chunks) exact search takes well
 under a millisecond, so no training or approximate index is needed. The vectors are stored
 as vectors.npy, the one source of truth, which lets incremental ingest reuse the rows of
-unchanged files; the flat index is rebuilt from it at load in milliseconds. LangChain's FAISS
+unchanged files; the flat index is rebuilt from it at load in milliseconds. vector_ids.json
+names the chunk of each vector row, and chunks meet their vectors through that id on load,
+never by position: a lost line in chunks.jsonl can no longer shift every later vector. LangChain's FAISS
 store was not used: its save_local/load_local pickles the docstore and needs
 allow_dangerous_deserialization to load.
 
@@ -28,6 +30,7 @@ from retrieval.errors import IndexCorruptError
 
 CHUNKS = "chunks.jsonl"
 VECTORS = "vectors.npy"
+VECTOR_IDS = "vector_ids.json"
 BM25_DIR = "bm25"
 
 Hits = list[tuple[int, float]]  # (row, score), best first
@@ -86,6 +89,7 @@ class HybridIndex:
             for chunk in self.chunks:
                 handle.write(json.dumps(chunk.to_dict(), ensure_ascii=False) + "\n")
         np.save(directory / VECTORS, self.vectors, allow_pickle=False)
+        (directory / VECTOR_IDS).write_text(json.dumps([c.chunk_id for c in self.chunks]) + "\n", encoding="utf-8")
         if self.bm25 is not None:
             self.bm25.save(str(directory / BM25_DIR), show_progress=False)
 
@@ -96,19 +100,55 @@ class HybridIndex:
         if chunks:
             try:
                 bm25 = bm25s.BM25.load(str(directory / BM25_DIR), allow_pickle=False, show_progress=False)
-            except (OSError, ValueError, KeyError) as err:
-                raise IndexCorruptError(f"cannot read the BM25 index in {directory}: {err}") from err
+            except (OSError, ValueError, KeyError, TypeError, EOFError) as err:
+                raise IndexCorruptError(f"{directory.name}/{BM25_DIR} is damaged ({type(err).__name__})") from err
         return cls(chunks, vectors, bm25)
 
 
 def load_rows(directory: Path, dim: int) -> tuple[list[Chunk], np.ndarray]:
-    """Chunks and their vectors, without building any search structure."""
+    """Chunks and, row for row, the vector stored under each chunk's id (no search structure)."""
+    chunks, ids = _read_chunks(directory), _read_ids(directory)
+    vectors = _read_vectors(directory, dim)
+    if not len(chunks) == len(ids) == len(vectors):
+        raise IndexCorruptError(
+            f"{directory.name} holds {len(chunks)} chunks, {len(ids)} ids and {len(vectors)} vectors"
+        )
+    row_of = {chunk_id: row for row, chunk_id in enumerate(ids)}
+    if len(row_of) != len(ids) or len({c.chunk_id for c in chunks}) != len(chunks):
+        raise IndexCorruptError(f"{directory.name} repeats a chunk id")
+    missing = [c.chunk_id for c in chunks if c.chunk_id not in row_of]
+    if missing:
+        raise IndexCorruptError(f"{directory.name}: chunk {missing[0]} has no vector")
+    order = np.fromiter((row_of[c.chunk_id] for c in chunks), dtype=np.int64, count=len(chunks))
+    return chunks, np.ascontiguousarray(vectors[order])
+
+
+def _read_chunks(directory: Path) -> list[Chunk]:
     try:
         with open(directory / CHUNKS, encoding="utf-8") as handle:
-            chunks = [Chunk.from_dict(json.loads(line)) for line in handle]
-        vectors = np.load(directory / VECTORS, allow_pickle=False)
+            return [Chunk.from_dict(json.loads(line)) for line in handle]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise IndexCorruptError(f"cannot read the chunks or vectors in {directory}: {err}") from err
-    if vectors.ndim != 2 or vectors.shape[1] != dim or vectors.dtype != np.float32:
-        raise IndexCorruptError(f"{directory / VECTORS} has shape {vectors.shape} {vectors.dtype}, expected (n, {dim})")
-    return chunks, vectors
+        raise IndexCorruptError(f"{directory.name}/{CHUNKS} is damaged ({type(err).__name__})") from err
+
+
+def _read_ids(directory: Path) -> list[str]:
+    try:
+        ids = json.loads((directory / VECTOR_IDS).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise IndexCorruptError(f"{directory.name}/{VECTOR_IDS} is damaged ({type(err).__name__})") from err
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise IndexCorruptError(f"{directory.name}/{VECTOR_IDS} is not a list of chunk ids")
+    return ids
+
+
+def _read_vectors(directory: Path, dim: int) -> np.ndarray:
+    # numpy's own messages for a damaged file mention allow_pickle, which points users at unsafe loading
+    try:
+        vectors = np.load(directory / VECTORS, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise IndexCorruptError(f"{directory.name}/{VECTORS} is damaged (not a float32 .npy array)") from err
+    if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 or vectors.dtype != np.float32:
+        raise IndexCorruptError(f"{directory.name}/{VECTORS} is damaged (not a 2-D float32 array)")
+    if vectors.shape[1] != dim:
+        raise IndexCorruptError(f"{directory.name}/{VECTORS} has {vectors.shape[1]}-dim rows, the manifest says {dim}")
+    return vectors

@@ -6,8 +6,15 @@ rows of unchanged files -> write a new generation and swap it in (store.write_ge
 Bad files are skipped with a reason and never stop the run. When nothing changed, nothing is
 loaded, embedded or written (the model is not even loaded).
 
-An index remembers its roots: a later `ingest` with no PATH refreshes them all, and a file
-that disappeared from a root loses its chunks.
+An index remembers its roots, but a manifest is data on disk, not the user's word: a run rescans
+the roots it is given plus tracked roots under a configured default place (scan.default_roots,
+IngestOptions.trusted_roots). Other tracked roots keep their stored rows unread, and a run with
+no PATH that would need them is refused with the command to run. A file that disappeared from a
+rescanned root loses its chunks.
+
+Before anything is written: a folder that is not an index is refused untouched (store.inspect),
+a broken CURRENT next to an intact generation is repointed and reported, and a damaged
+generation is refused with a `--rebuild` command that works whatever state CURRENT is in.
 """
 
 from __future__ import annotations
@@ -26,76 +33,32 @@ from tqdm.auto import tqdm
 
 from retrieval.chunking import Chunk, ChunkParams, ChunkRecipe, chunk_document, make_splitter
 from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder, resolve_model, tokenizer_file_of
-from retrieval.errors import IndexMismatchError, RetrievalError, SkipFile
+from retrieval.errors import IndexCorruptError, IndexMismatchError, RetrievalError, SkipFile
 from retrieval.index import HybridIndex, load_rows
-from retrieval.loaders import DEFAULT_MAX_BYTES, Document, kind_of, too_large
+from retrieval.ingest_options import IngestOptions, IngestReport
+from retrieval.lease import pin
+from retrieval.loaders import Document, too_large
+from retrieval.manifest import roots_of
 from retrieval.parallel_load import read_all
+from retrieval.scan import default_roots, scan, untrusted_roots
 from retrieval.store import (
     IndexSettings,
-    check_is_index_dir,
-    current_generation,
+    check_generation,
+    clean,
+    find_live,
     ingest_lock,
+    inspect,
+    known_roots,
     manifest_for,
-    read_manifest,
     rebuild_hint,
-    remove_stale,
+    repoint,
     settings_of,
     write_generation,
 )
 
 PROGRESS_MIN_CHUNKS = 256  # show an embedding progress bar from this many chunks up
-LIST_FILES_UP_TO = 20  # the text summary names added/updated/removed files up to this many
-
-
-@dataclass
-class IngestOptions:
-    """None means: the index's own setting if it exists, else the default."""
-
-    model: str | None = None
-    precision: str = "auto"  # embedding matmuls: auto | float32 | bfloat16 (retrieval.embeddings)
-    chunk_tokens: int | None = None
-    overlap_tokens: int | None = None
-    max_file_bytes: int = DEFAULT_MAX_BYTES
-    rebuild: bool = False
-    progress: bool = False
-
-
-@dataclass
-class IngestReport:
-    index_dir: str
-    written: bool = False
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    skipped: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"}
-    ignored: dict[str, int] = field(default_factory=dict)  # unsupported extension -> files
-    dropped_roots: list[str] = field(default_factory=list)
-    chunks: int = 0
-    embedded_chunks: int = 0
-    seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def summary(self) -> str:
-        state = "updated" if self.written else "unchanged, nothing written"
-        lines = [
-            f"index {self.index_dir} {state} in {self.seconds:.1f} s: {self.chunks} chunks "
-            f"({self.embedded_chunks} embedded now)",
-            f"  files: {len(self.added)} added, {len(self.updated)} updated, {len(self.removed)} removed, "
-            f"{self.unchanged} unchanged, {len(self.skipped)} skipped",
-        ]
-        if self.ignored:
-            kinds = ", ".join(f"{ext} {n}" for ext, n in sorted(self.ignored.items()))
-            lines.append(f"  ignored (unsupported types): {kinds}")
-        for verb, paths in (("added", self.added), ("updated", self.updated), ("removed", self.removed)):
-            if len(paths) <= LIST_FILES_UP_TO:
-                lines += [f"  {verb} {path}" for path in paths]
-        lines += [f"  skipped {s['path']}: {s['reason']}" for s in self.skipped]
-        lines += [f"  dropped root (no longer exists): {root}" for root in self.dropped_roots]
-        return "\n".join(lines)
+PROGRESS_MIN_FILES = 20  # ... a reading bar from this many files up
+PROGRESS_MIN_BYTES = 4 * 2**20  # ... or this much text (4 MB chunk in ~3 s here)
 
 
 @dataclass
@@ -103,6 +66,7 @@ class _Plan:
     """Files of this run, by what must happen to them."""
 
     digests: dict[str, str] = field(default_factory=dict)  # path -> sha256 of every readable file
+    sizes: dict[str, int] = field(default_factory=dict)  # path -> bytes, for the progress bar
     to_load: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)  # indexed before, absent or unreadable now
@@ -114,17 +78,24 @@ def ingest(
     """Bring the index at index_dir up to date with paths (plus the roots it already tracks)."""
     started = time.perf_counter()
     options = options or IngestOptions()
+    explicit = options.check()
     index_dir = Path(index_dir).expanduser().resolve()
     new_roots = [_existing_root(Path(p)) for p in paths]
-    check_is_index_dir(index_dir)
+    inspect(index_dir)  # refuse a file or a foreign folder before creating anything in it
     report = IngestReport(str(index_dir))
     with ingest_lock(index_dir):
-        live = current_generation(index_dir)
-        remove_stale(index_dir, keep=live.name if live else None)
-        manifest = read_manifest(live) if live and not options.rebuild else None
-        model_id, params = _resolve_settings(options, manifest, embedder, index_dir)
-        roots = _roots(manifest, new_roots, report)
-        plan = _plan(roots, index_dir, manifest, options.max_file_bytes, report)
+        history = inspect(index_dir) or []
+        live, manifest, repair = _open_live(index_dir, history, options)
+        roots = _roots(index_dir, history, manifest, new_roots, options, report)  # may refuse: nothing changed yet
+        if repair:
+            repoint(index_dir, live)
+            report.notes.append(repair)
+        if live is not None:
+            history = clean(index_dir, history, keep=live.name)
+        model_id, params = _resolve_settings(options, explicit, manifest, embedder, index_dir)
+        plan = _plan(roots, index_dir, manifest, options, report)
+        if plan.to_load and embedder is None:
+            _require_trusted_model(model_id, options, index_dir)
         loading = _load_in_background(model_id, options.precision) if embedder is None and plan.to_load else None
         recipe = _chunk_recipe(embedder, model_id, params) if plan.to_load else None
         docs, chunked = _load(plan, options, report, recipe)
@@ -140,7 +111,9 @@ def ingest(
         tick = time.perf_counter()
         index = HybridIndex.build(chunks, vectors)
         precision = getattr(embedder, "precision", "float32")  # of this run's embeddings
-        write_generation(index_dir, manifest_for(settings, roots, files, len(chunks), precision), index.save)
+        manifest = manifest_for(settings, roots, files, len(chunks), precision)
+        written = write_generation(index_dir, history, manifest, index.save)
+        clean(index_dir, history, keep=written.name)
         report.timings["index_and_write"] = round(time.perf_counter() - tick, 3)
         report.written = True
     return _finish(report, started, chunks=len(chunks))
@@ -153,26 +126,59 @@ def _existing_root(path: Path) -> Path:
     return path.resolve()
 
 
+def _open_live(index_dir: Path, history: list[str], options: IngestOptions) -> tuple[Path | None, dict | None, str]:
+    """The generation to keep while writing, the checked manifest to extend (None with --rebuild),
+    and, when CURRENT is broken next to an intact generation, the repair to make and report."""
+    live = find_live(index_dir, history) if history else None
+    if live is None or live.generation is None:
+        roots = known_roots(index_dir, history)
+        if live is None or options.rebuild or not roots:  # nothing usable left: start afresh
+            return None, None, ""
+        raise IndexCorruptError(f"{live.problem} and no intact generation remains; {rebuild_hint(index_dir, roots)}")
+    try:
+        manifest = check_generation(live.generation)
+    except (IndexMismatchError, IndexCorruptError) as err:
+        if options.rebuild:
+            return live.generation, None, ""  # kept until the rebuilt generation is live
+        damaged = "" if isinstance(err, IndexMismatchError) else "the index is damaged: "
+        roots = known_roots(index_dir, history)
+        raise type(err)(f"{damaged}{err}; {rebuild_hint(index_dir, roots)}") from err
+    repair = f"{live.problem}; restored the intact generation {live.generation.name}" if live.problem else ""
+    return live.generation, (None if options.rebuild else manifest), repair
+
+
 def _resolve_settings(
-    options: IngestOptions, manifest: dict | None, embedder: Embedder | None, index_dir: Path
+    options: IngestOptions,
+    explicit: ChunkParams | None,
+    manifest: dict | None,
+    embedder: Embedder | None,
+    index_dir: Path,
 ) -> tuple[str, ChunkParams]:
     """Explicit options must agree with an existing index; unset ones take the index's values."""
     model = embedder.model_id if embedder else (resolve_model(options.model)[0] if options.model else None)
-    wanted = {"model": model, "chunk_tokens": options.chunk_tokens, "overlap_tokens": options.overlap_tokens}
     if manifest is None:
-        defaults = ChunkParams()
-        params = ChunkParams(
-            options.chunk_tokens or defaults.chunk_tokens,
-            defaults.overlap_tokens if options.overlap_tokens is None else options.overlap_tokens,
-        )
-        return model or DEFAULT_MODEL_NAME, params
+        return model or DEFAULT_MODEL_NAME, explicit or ChunkParams()
     stored = asdict(settings_of(manifest))
+    wanted = {"model": model, "chunk_tokens": options.chunk_tokens, "overlap_tokens": options.overlap_tokens}
     diffs = [f"{k} is {stored[k]!r}, not {v!r}" for k, v in wanted.items() if v is not None and v != stored[k]]
     if diffs:
         raise IndexMismatchError(
             f"{index_dir} was built with other settings ({'; '.join(diffs)}); {rebuild_hint(index_dir)}"
         )
-    return stored["model"], ChunkParams(stored["chunk_tokens"], stored["overlap_tokens"])
+    try:
+        return stored["model"], ChunkParams(stored["chunk_tokens"], stored["overlap_tokens"])
+    except ValueError as err:
+        raise IndexCorruptError(f"{index_dir} records impossible chunking ({err}); {rebuild_hint(index_dir)}") from err
+
+
+def _require_trusted_model(model_id: str, options: IngestOptions, index_dir: Path) -> None:
+    """A model path from a manifest is loaded only if this run names it (or it is the default):
+    it is data from disk, and loading a model can run its code."""
+    if model_id != DEFAULT_MODEL_NAME and options.model is None:
+        raise IndexMismatchError(
+            f"{index_dir} was built with the embedding model {model_id}; pass --model {model_id} "
+            "if you trust it, or --rebuild to use the default model"
+        )
 
 
 def _load_in_background(model_id: str, precision: str) -> Future[Embedder]:
@@ -184,56 +190,62 @@ def _load_in_background(model_id: str, precision: str) -> Future[Embedder]:
         executor.shutdown(wait=False)
 
 
-def _roots(manifest: dict | None, new_roots: list[Path], report: IngestReport) -> list[str]:
-    roots = set(manifest["roots"] if manifest else []) | {str(r) for r in new_roots}
+def _roots(
+    index_dir: Path,
+    history: list[str],
+    manifest: dict | None,
+    new_roots: list[Path],
+    options: IngestOptions,
+    report: IngestReport,
+) -> list[str]:
+    """All roots the new generation tracks; those this run may not rescan go to report.kept_roots."""
+    given = [str(r) for r in new_roots]
+    if options.rebuild:
+        tracked = [] if given else known_roots(index_dir, history)
+    else:
+        tracked = roots_of(manifest) if manifest else []
+    roots = set(tracked) | set(given)
     report.dropped_roots = sorted(r for r in roots if not os.path.exists(r))
+    roots = roots - set(report.dropped_roots)
     if not roots:
         raise RetrievalError("nothing to ingest: pass PATH... (files or folders) or --corpus NAME")
-    return sorted(roots - set(report.dropped_roots))
+    untrusted = untrusted_roots(
+        sorted(roots), given, default_roots() + [Path(p).resolve() for p in options.trusted_roots]
+    )
+    if untrusted and (not given or options.rebuild):
+        raise RetrievalError(
+            f"{index_dir} tracks folders you did not name ({', '.join(untrusted)}); to refresh them, "
+            f"name them: specrag ingest {' '.join(untrusted)} --index {index_dir}{' --rebuild' * options.rebuild}"
+        )
+    report.kept_roots = untrusted
+    return sorted(roots)
 
 
 # --- scan, hash, plan ---------------------------------------------------------------------------
 
 
-def _plan(roots: list[str], index_dir: Path, manifest: dict | None, max_bytes: int, report: IngestReport) -> _Plan:
+def _plan(
+    roots: list[str], index_dir: Path, manifest: dict | None, options: IngestOptions, report: IngestReport
+) -> _Plan:
     tick = time.perf_counter()
     plan, known = _Plan(), manifest["files"] if manifest else {}
-    ignored: Counter[str] = Counter()
-    for path in _scan(roots, index_dir, ignored, report):
+    kept = [Path(r) for r in report.kept_roots]
+    plan.unchanged = [p for p in known if any(Path(p).is_relative_to(root) for root in kept)]  # rows kept unread
+    found = scan([r for r in roots if r not in report.kept_roots], index_dir, options.follow_symlinks)
+    report.skipped += found.skipped
+    report.ignored = dict(found.ignored)
+    for path in found.files:
         try:
-            plan.digests[path] = file_digest(Path(path), max_bytes)
-        except SkipFile as why:
+            plan.digests[path] = file_digest(Path(path), options.max_file_bytes)
+            plan.sizes[path] = os.stat(path).st_size
+        except (SkipFile, OSError) as why:
             report.skipped.append({"path": path, "reason": str(why)})
             continue
         same = known.get(path, {}).get("sha256") == plan.digests[path]
         (plan.unchanged if same else plan.to_load).append(path)
     plan.gone = sorted(set(known) - set(plan.unchanged) - set(plan.to_load))
-    report.ignored = dict(ignored)
     report.timings["scan_and_hash"] = round(time.perf_counter() - tick, 3)
     return plan
-
-
-def _scan(roots: list[str], index_dir: Path, ignored: Counter[str], report: IngestReport) -> list[str]:
-    """Supported files under the roots (hidden entries and the index itself are not visited)."""
-    found: set[str] = set()
-    for root in map(Path, roots):
-        if root.is_file():
-            if kind_of(root):
-                found.add(str(root))
-            else:
-                report.skipped.append({"path": str(root), "reason": f"unsupported file type {root.suffix!r}"})
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            here = Path(dirpath)
-            dirnames[:] = [d for d in dirnames if not d.startswith(".") and here / d != index_dir]
-            for name in filenames:
-                if name.startswith("."):
-                    continue
-                if kind_of(here / name):
-                    found.add(str(here / name))
-                else:
-                    ignored[Path(name).suffix.lower() or "(none)"] += 1
-    return sorted(found)
 
 
 def file_digest(path: Path, max_bytes: int) -> str:
@@ -264,23 +276,42 @@ def _load(
 ) -> tuple[dict[str, Document], dict[str, list[Chunk]]]:
     """The readable documents, and their chunks when the recipe let the workers cut them."""
     tick, docs, chunked = time.perf_counter(), {}, {}
-    loaded = read_all(plan.to_load, options.max_file_bytes, recipe)
-    bar = tqdm(
-        loaded,
-        total=len(plan.to_load),
-        desc="reading",
-        unit="file",
-        disable=not options.progress or len(plan.to_load) < 20,
-    )
-    for path, outcome in bar:
-        if outcome.document is None:
-            report.skipped.append({"path": path, "reason": outcome.skipped})
-            continue
-        docs[path] = outcome.document
-        if outcome.chunks is not None:
-            chunked[path] = outcome.chunks
+    sizes = [plan.sizes.get(p, 0) for p in plan.to_load]
+    show = options.progress and (len(sizes) >= PROGRESS_MIN_FILES or sum(sizes) >= PROGRESS_MIN_BYTES)
+    with _Bar("reading", sum(sizes), show) as bar:
+        for path, outcome in read_all(plan.to_load, options.max_file_bytes, recipe, bar.advance):
+            bar.finish_item(plan.sizes.get(path, 0))
+            if outcome.document is None:
+                report.skipped.append({"path": path, "reason": outcome.skipped})
+                continue
+            docs[path] = outcome.document
+            if outcome.chunks is not None:
+                chunked[path] = outcome.chunks
     report.timings["load"] = round(time.perf_counter() - tick, 3)  # includes chunking done by the readers
     return docs, chunked
+
+
+class _Bar:
+    """A byte progress bar that one large file can move while it is chunked (when chunked in this
+    process), and that each finished file tops up to its full size."""
+
+    def __init__(self, desc: str, total: int, show: bool) -> None:
+        self.bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, disable=not show)
+        self.credited = 0  # of the file in progress
+
+    def advance(self, chars: int) -> None:
+        self.credited += chars
+        self.bar.update(chars)
+
+    def finish_item(self, size: int) -> None:
+        self.bar.update(max(0, size - self.credited))
+        self.credited = 0
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
 
 
 def _must_write(manifest: dict | None, roots: list[str], plan: _Plan, docs: dict, options: IngestOptions) -> bool:
@@ -303,12 +334,15 @@ def _embed(
     tick = time.perf_counter()
     splitter = make_splitter(embedder.count_tokens, params)
     chunks = []
-    for path, doc in list(docs.items()):
-        doc_chunks = chunked[path] if path in chunked else chunk_document(doc, splitter)
-        if not doc_chunks:
-            report.skipped.append({"path": path, "reason": "no text to index"})
-            del docs[path]
-        chunks += doc_chunks
+    sizes = {path: len(doc.text) for path, doc in docs.items() if path not in chunked}
+    with _Bar("chunking", sum(sizes.values()), options.progress and sum(sizes.values()) >= PROGRESS_MIN_BYTES) as bar:
+        for path, doc in list(docs.items()):
+            doc_chunks = chunked[path] if path in chunked else chunk_document(doc, splitter, bar.advance)
+            bar.finish_item(sizes.get(path, 0))
+            if not doc_chunks:
+                report.skipped.append({"path": path, "reason": "no text to index"})
+                del docs[path]
+            chunks += doc_chunks
     report.timings["chunk"] = round(time.perf_counter() - tick, 3)
     tick = time.perf_counter()
     progress = options.progress and len(chunks) >= PROGRESS_MIN_CHUNKS
@@ -326,10 +360,15 @@ def _merge(
     chunks: list[Chunk],
     vectors: np.ndarray,
 ) -> tuple[list[Chunk], np.ndarray]:
-    """The stored rows of unchanged files plus the new rows, ordered by source then position."""
+    """The stored rows of unchanged files plus the new rows, ordered by source then position.
+    Stored rows come from load_rows, which pairs each chunk with the vector stored under its id."""
     if manifest is not None and live is not None and plan.unchanged:
         keep = set(plan.unchanged)
-        old_chunks, old_vectors = load_rows(live, settings.dim)
+        lease = pin(live)
+        if lease is None:
+            raise IndexCorruptError(f"{live} vanished while this ingest was reading it; run the ingest again")
+        with lease:
+            old_chunks, old_vectors = load_rows(live, settings.dim)
         rows = [i for i, c in enumerate(old_chunks) if c.source in keep]
         chunks = [old_chunks[i] for i in rows] + chunks
         vectors = np.concatenate([old_vectors[rows], vectors]) if rows else vectors

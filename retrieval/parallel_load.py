@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 
-from retrieval.chunking import Chunk, ChunkRecipe, chunk_document, splitter_for
+from retrieval.chunking import Chunk, ChunkRecipe, Progress, chunk_document, splitter_for
 from retrieval.errors import SkipFile
 from retrieval.loaders import Document, load_document
 
@@ -35,18 +35,22 @@ class Loaded:
     skipped: str | None = None
 
 
-def read_one(path: str, max_bytes: int, recipe: ChunkRecipe | None = None) -> Loaded:
+def read_one(path: str, max_bytes: int, recipe: ChunkRecipe | None = None, progress: Progress | None = None) -> Loaded:
     try:
         document = load_document(Path(path), max_bytes)
     except SkipFile as why:
         return Loaded(skipped=str(why))
-    return Loaded(document, chunk_document(document, splitter_for(recipe)) if recipe else None)
+    return Loaded(document, chunk_document(document, splitter_for(recipe), progress) if recipe else None)
 
 
 def read_all(
-    paths: list[str], max_bytes: int, recipe: ChunkRecipe | None = None, workers: int | None = None
+    paths: list[str],
+    max_bytes: int,
+    recipe: ChunkRecipe | None = None,
+    progress: Progress | None = None,
+    workers: int | None = None,
 ) -> Iterator[tuple[str, Loaded]]:
-    """(path, outcome) for every path, in order."""
+    """(path, outcome) for every path, in order; progress hears of chunked characters in this process."""
     workers = min(workers or os.cpu_count() or 1, MAX_WORKERS, len(paths))
     done = 0
     if workers >= 2 and len(paths) >= POOL_MIN_FILES:
@@ -61,4 +65,4 @@ def read_all(
             # on Ctrl-C or an abandoned iteration, drop the queued files instead of reading them all
             pool.shutdown(wait=True, cancel_futures=True)
     for path in paths[done:]:
-        yield path, read_one(path, max_bytes, recipe)
+        yield path, read_one(path, max_bytes, recipe, progress)

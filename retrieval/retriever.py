@@ -8,15 +8,17 @@ the fused `score`, each retriever's own score and 1-based rank (`scores`, `ranks
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from retrieval.chunking import Chunk
-from retrieval.embeddings import Embedder
-from retrieval.errors import IndexMismatchError
+from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder, resolve_model
+from retrieval.errors import IndexCorruptError, IndexMismatchError, InvalidArgumentError, RetrievalError
 from retrieval.fusion import RRF_K, reciprocal_rank_fusion
 from retrieval.index import Hits, HybridIndex
-from retrieval.store import default_index_dir, read_manifest, rebuild_hint, require_generation, settings_of
+from retrieval.manifest import IndexSettings, load_manifest, roots_of, settings_of
+from retrieval.store import check_generation, default_index_dir, pin_live, rebuild_hint, sweep
 
 # RRF window: each retriever's top 20 (or top k if larger) is fused. Deeper windows let chunks
 # that are mediocre in both lists outrank one retriever's clear first hit (see the issue note).
@@ -40,8 +42,8 @@ class Retriever(ABC):
 
     def retrieve(self, query: str, k: int = 8) -> list[ScoredChunk]:
         """The k best chunks for query, best first (empty for a blank query)."""
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidArgumentError(f"k must be a whole number of at least 1, got {k!r}")
         query = query.strip()
         return self._retrieve(query, k)[:k] if query else []
 
@@ -103,15 +105,84 @@ class HybridRetriever(Retriever):
         ]
 
 
-def open_index(index_dir: Path | None = None, embedder: Embedder | None = None) -> HybridRetriever:
-    """Load the live index generation and its embedding model (the one recorded in the manifest)."""
-    index_dir = Path(index_dir) if index_dir is not None else default_index_dir()
-    generation = require_generation(index_dir)
-    settings = settings_of(read_manifest(generation))
-    embedder = embedder or Embedder.load(settings.model)
-    if (embedder.model_id, embedder.dim) != (settings.model, settings.dim):
+@dataclass(frozen=True)
+class Snapshot:
+    """One generation loaded into memory: it no longer needs its files once built."""
+
+    generation: str
+    settings: IndexSettings
+    retriever: HybridRetriever
+
+
+EmbedderFor = Callable[[IndexSettings], Embedder]
+
+
+def load_snapshot(index_dir: Path, embedder_for: EmbedderFor) -> Snapshot:
+    """Pin the live generation, verify it, load its rows and the embedder, then unpin (and sweep
+    generations that only this reader was still holding)."""
+    try:
+        with pin_live(index_dir) as lease:
+            generation = lease.generation
+            try:
+                manifest = check_generation(generation)
+            except (IndexCorruptError, IndexMismatchError) as err:
+                raise _with_hint(err, index_dir, generation) from err
+            settings = settings_of(manifest)
+            embedder = embedder_for(settings)
+            if (embedder.model_id, embedder.dim) != (settings.model, settings.dim):
+                raise IndexMismatchError(
+                    f"{index_dir} was built with {settings.model} ({settings.dim} dims) but the query model is "
+                    f"{embedder.model_id} ({embedder.dim} dims); {rebuild_hint(index_dir)}"
+                )
+            try:
+                index = HybridIndex.load(generation, settings.dim)
+                if len(index) != manifest["chunks"]:
+                    raise IndexCorruptError(
+                        f"{generation.name} holds {len(index)} chunks, its manifest says {manifest['chunks']}"
+                    )
+            except IndexCorruptError as err:
+                raise _with_hint(err, index_dir, generation) from err
+    finally:
+        sweep(index_dir)
+    return Snapshot(generation.name, settings, HybridRetriever(index, embedder))
+
+
+def _with_hint(err: RetrievalError, index_dir: Path, generation: Path) -> RetrievalError:
+    try:
+        roots = roots_of(load_manifest(generation))
+    except IndexCorruptError:
+        roots = []
+    damaged = "the index is damaged: " if isinstance(err, IndexCorruptError) else ""
+    return type(err)(f"{damaged}{err}; {rebuild_hint(index_dir, roots)}")
+
+
+def trusted_embedder(index_dir: Path, model: str | Path | None = None) -> EmbedderFor:
+    """Load the index's model only if it is the packaged default or the one the caller named:
+    a model path in a manifest is data from disk, and loading a model can run its code."""
+
+    def load(settings: IndexSettings) -> Embedder:
+        named = resolve_model(model)[0] if model is not None else None
+        if settings.model == DEFAULT_MODEL_NAME and named in (None, DEFAULT_MODEL_NAME):
+            return Embedder.load()
+        if named == settings.model:
+            return Embedder.load(model)
         raise IndexMismatchError(
-            f"{index_dir} was built with {settings.model} ({settings.dim} dims) but the query model is "
-            f"{embedder.model_id} ({embedder.dim} dims); {rebuild_hint(index_dir)}"
+            f"{index_dir} was built with the embedding model {settings.model}; pass --model {settings.model} "
+            f"if you trust it, or {rebuild_hint(index_dir)}"
         )
-    return HybridRetriever(HybridIndex.load(generation, settings.dim), embedder)
+
+    return load
+
+
+def given_embedder(embedder: Embedder) -> EmbedderFor:
+    return lambda settings: embedder
+
+
+def open_index(
+    index_dir: Path | None = None, embedder: Embedder | None = None, model: str | Path | None = None
+) -> HybridRetriever:
+    """A retriever over the live generation as it is now (see retrieval.live for one that follows
+    new generations). Its model is `embedder`, else the index's model if trusted (trusted_embedder)."""
+    index_dir = Path(index_dir) if index_dir is not None else default_index_dir()
+    embedder_for = given_embedder(embedder) if embedder is not None else trusted_embedder(index_dir, model)
+    return load_snapshot(index_dir, embedder_for).retriever

@@ -77,7 +77,8 @@ def test_removed_file_loses_its_chunks_and_roots_are_remembered(docs, tmp_path, 
     (docs / "gpu-drain.rst").unlink()
     (docs / "new-note.md").write_text("# Node health check\n\nNHC runs every five minutes on each node.\n")
     spy = FakeEmbedder()
-    report = ingest([], index, embedder=spy)  # no PATH: refresh the roots the index tracks
+    # no PATH: refresh the roots the index tracks (allowed for roots under a configured default place)
+    report = ingest([], index, IngestOptions(trusted_roots=(docs,)), embedder=spy)
     assert [Path(p).name for p in report.removed] == ["gpu-drain.rst"]
     assert [Path(p).name for p in report.added] == ["new-note.md"]
     assert all(t.startswith("Node health check") for t in spy.embedded)
@@ -101,7 +102,7 @@ def test_vanished_root_is_dropped(docs, tmp_path, fake):
     ingest([docs, extra], index, embedder=fake)
     (extra / "pager.txt").unlink()
     extra.rmdir()
-    report = ingest([], index, embedder=FakeEmbedder())
+    report = ingest([docs], index, embedder=FakeEmbedder())
     assert report.dropped_roots == [str(extra.resolve())]
     assert [Path(p).name for p in report.removed] == ["pager.txt"]
     assert read_manifest(current_generation(index))["roots"] == [str(docs.resolve())]

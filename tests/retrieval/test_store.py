@@ -83,6 +83,8 @@ def test_concurrent_ingest_is_refused(docs, index):
 def test_index_files_are_plain_data(index):
     generation = current_generation(index)
     names = sorted(p.relative_to(generation).as_posix() for p in generation.rglob("*") if p.is_file())
+    assert (generation / "lease").stat().st_size == 0  # the readers' lock file holds no data
+    names.remove("lease")
     assert all(n.endswith((".json", ".jsonl", ".npy")) for n in names), names
 
 
