@@ -65,6 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--feedback-db", default=None, metavar="FILE", help="feedback store (default $SPECRAG_HOME/feedback.db)"
     )
+    parser.add_argument(
+        "--api-url",
+        default="https://slack.com/api/",
+        metavar="URL",
+        help="Slack Web API base URL (default https://slack.com/api/; change it only for a proxy or a test server)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log each event and Slack call (tokens redacted)")
     add_index_arg(parser)
     add_answer_args(parser)
@@ -107,19 +113,29 @@ def run(args: argparse.Namespace) -> int:
     copilot = Copilot.load(options)
     feedback = FeedbackStore(Path(args.feedback_db) if args.feedback_db else None)
     bridge = SlackBridge(copilot, settings, feedback)
-    client = make_client(bot_token)
-    if args.mode == "socket":
-        app = build_app(bridge, client)
-        print("specrag: connected to Slack over Socket Mode; Ctrl-C stops", file=sys.stderr, flush=True)
-        socket_mode_handler(app, secret).start()
-    else:
-        app = build_app(bridge, client, http=True, signing_secret=secret)
-        server = http_server(app, args.host, args.port)
-        host, port = server.server_address[:2]
-        print(f"specrag: serving Slack events at http://{host}:{port}/slack/events; Ctrl-C stops", file=sys.stderr)
-        _serve_until_signal(server)
-    bridge.close()
+    client = make_client(bot_token, base_url=args.api_url)
+    try:
+        if args.mode == "socket":
+            handler = socket_mode_handler(build_app(bridge, client), secret)
+            handler.connect()
+            print("specrag: connected to Slack over Socket Mode; Ctrl-C stops", file=sys.stderr, flush=True)
+            _wait_for_signal()
+        else:
+            server = http_server(build_app(bridge, client, http=True, signing_secret=secret), args.host, args.port)
+            host, port = server.server_address[:2]
+            print(f"specrag: serving Slack events at http://{host}:{port}/slack/events; Ctrl-C stops", file=sys.stderr)
+            _serve_until_signal(server)
+    finally:
+        bridge.close()
     return 0
+
+
+def _wait_for_signal() -> None:
+    """Block until SIGTERM (returns) or Ctrl-C (KeyboardInterrupt, exit status 130)."""
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    while not stopped.wait(1.0):
+        pass
 
 
 def _serve_until_signal(server) -> None:

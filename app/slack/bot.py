@@ -104,12 +104,11 @@ class SlackBridge:
             history = self.history(job) if job.follow_up else []
             events = self.copilot.answer(job.question, history=history, options=self.settings.answer)
             try:
-                final = render_answer(events, job.thread, self.settings.stream, key)
+                render_answer(events, job.thread, self.settings.stream, key, lambda f: self.remember(key, job, f))
             finally:
                 close = getattr(events, "close", None)
                 if close is not None:
                     close()  # frees the engine at once if rendering failed
-            self.remember(key, job, final)
         except SpecragError as err:
             self.report(job.thread, str(err))
         except Exception:
@@ -173,6 +172,7 @@ def post(thread: SlackThread, text: str) -> None:
 
 def build_app(bridge: SlackBridge, client: Any, http: bool = False, signing_secret: str | None = None) -> App:
     """A bolt App wired to the bridge; `http` turns request signature checks on (Events API over HTTP)."""
+    _quiet_token_warning()
     app = App(
         client=client,  # carries the bot token
         signing_secret=signing_secret or "",
@@ -194,3 +194,21 @@ def build_app(bridge: SlackBridge, client: Any, http: bool = False, signing_secr
         bridge.on_feedback(body, action, client)
 
     return app
+
+
+class _SkipMessage(logging.Filter):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != self.message
+
+
+def _quiet_token_warning() -> None:
+    """bolt warns that SLACK_BOT_TOKEN goes unused when given a client; the client carries that very token."""
+    from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+
+    bolt_log = logging.getLogger("slack_bolt.App")
+    if not any(isinstance(f, _SkipMessage) for f in bolt_log.filters):
+        bolt_log.addFilter(_SkipMessage(warning_client_prioritized_and_token_skipped()))

@@ -87,7 +87,7 @@ def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
     """
     pieces: list[str] = []
     while len(text) > limit:
-        cut = cut_point(text, limit - 4)  # room for a closing fence
+        cut = cut_point(text, limit - 4 if limit > 16 else limit)  # room for a closing fence
         piece, text = text[:cut].rstrip("\n"), text[cut:].lstrip("\n")
         if piece.count("```") % 2:
             piece, text = piece + "\n```", "```\n" + text
@@ -102,7 +102,7 @@ def cut_point(text: str, limit: int) -> int:
         cut = text.rfind(separator, 0, limit)
         if cut > limit // 2:
             return cut + len(separator)
-    return limit
+    return max(limit, 1)
 
 
 def stats_line(final: Final) -> str:

@@ -71,8 +71,18 @@ def set_status(thread: SlackThread, status: str) -> None:
         log.debug("assistant.threads.setStatus failed: %s", err.response.get("error"))
 
 
-def render_answer(events: Iterator[Event], thread: SlackThread, settings: StreamSettings, answer_key: str) -> Final:
-    """Drain the pipeline's events into the thread; returns the Final."""
+def render_answer(
+    events: Iterator[Event],
+    thread: SlackThread,
+    settings: StreamSettings,
+    answer_key: str,
+    on_final: Callable[[Final], None] | None = None,
+) -> Final:
+    """Drain the pipeline's events into the thread; returns the Final.
+
+    `on_final` runs before the footer and its buttons are shown, so a click can never
+    arrive before the answer it votes on is known.
+    """
     writer, final = None, None
     try:
         for event in events:
@@ -85,6 +95,8 @@ def render_answer(events: Iterator[Event], thread: SlackThread, settings: Stream
                 final = event
         if final is None:
             raise RuntimeError("the answer stream ended without a final event")
+        if on_final is not None:
+            on_final(final)
         (writer or AnswerWriter(thread, settings)).finish(final, answer_key)
     except Exception:
         if writer is not None:

@@ -69,13 +69,14 @@ def slack():
 
 
 @pytest.fixture
-def start_bot(slack, tmp_path):
+def start_bot(slack, tmp_path, monkeypatch):
     """start_bot(copilot, **settings) -> the bridge, connected over Socket Mode to the fake Slack."""
     started = []
 
     def start(copilot, **settings):
         stream = StreamSettings(**settings.pop("stream", {}))
         bridge = SlackBridge(copilot, BridgeSettings(stream=stream, **settings), FeedbackStore(tmp_path / "fb.db"))
+        slack.instrument(monkeypatch)
         app = build_app(bridge, make_client(BOT_TOKEN, base_url=slack.api_url))
         handler = socket_mode_handler(app, APP_TOKEN)
         handler.connect()

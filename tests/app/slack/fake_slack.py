@@ -69,6 +69,7 @@ class Message:
 class FakeSlack:
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.sent: list[tuple[str, float]] = []  # (method, time) as sent by an instrumented client
         self.messages: dict[tuple[str, str], Message] = {}
         self.envelopes: dict[str, Envelope] = {}
         self._failures: dict[str, list] = {}
@@ -104,6 +105,22 @@ class FakeSlack:
         return f"ws://127.0.0.1:{self._ws.socket.getsockname()[1]}/link"
 
     # --- test controls ---
+
+    def instrument(self, monkeypatch) -> None:
+        """Record when the bot sends each Web API call (`sent`), before any network or scheduling delay.
+
+        Patched on the class: bolt hands listeners a copy of the app's client.
+        """
+        from slack_sdk import WebClient
+
+        original = WebClient.api_call
+
+        def api_call(client, api_method, **kwargs):
+            with self._cond:
+                self.sent.append((api_method, time.monotonic()))
+            return original(client, api_method, **kwargs)
+
+        monkeypatch.setattr(WebClient, "api_call", api_call)
 
     def new_ts(self) -> str:
         return f"{1_700_000_000 + next(self._clock)}.000100"

@@ -1,0 +1,43 @@
+"""A long answer continues in further messages, natively streamed or as updated placeholders."""
+
+import dataclasses
+import re
+
+import pytest
+from conftest import BOT_TOKEN, OPTIONS
+
+from app.copilot import Status, Token, collect
+from app.slack import render
+from app.slack.server import make_client
+from app.slack.streaming import SlackThread, StreamSettings, render_answer
+
+WORDS = [f"Step {i}: drain node{i} with `scontrol` & wait for <idle>.\n\n" for i in range(8)]
+
+
+def squash(text: str) -> str:
+    return "".join(text.split())
+
+
+@pytest.fixture
+def long_answer(copilot):
+    final = collect(copilot.answer("How do I drain a node?", options=OPTIONS))
+    final = dataclasses.replace(final, answer="".join(WORDS))
+    return [Status("searching", "searching the runbooks…"), *[Token(w, [], [], {}) for w in WORDS], final]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_long_answer_continues_in_further_messages(slack, long_answer, native):
+    thread = SlackThread(make_client(BOT_TOKEN, base_url=slack.api_url), "C0OPS", "1.0", "U0ALICE", "T0OPS")
+    settings = StreamSettings(native=native, stream_interval=0, update_interval=0, message_limit=120)
+    final = render_answer(iter(long_answer), thread, settings, "C0OPS:1.0")
+    messages = slack.bot_replies("C0OPS", "1.0")
+    assert len(messages) >= 3 and not any(m.streaming for m in messages)
+    heading = "**Sources**" if native else "*Sources*"
+    body, footer = re.split(rf"\n+{re.escape(heading)}\n", "\n".join(m.text for m in messages))
+    expected = render.escape(final.answer) if native else render.to_mrkdwn(final.answer)
+    assert squash(body) == squash(expected) and "`runbooks/nodes-0.md`" in footer
+    assert all(len(m.text) <= 120 for m in messages[:-1])
+    assert [bool(m.blocks) and m.blocks[-1]["type"] == "actions" for m in messages][-1]
+    if native:
+        assert not any(m.blocks for m in messages[:-1])  # the buttons go on the last message only
+        assert len(slack.calls_to("chat.startStream")) == len(messages)
