@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 from slack_bolt import App
 from slack_sdk.errors import SlackApiError
 
-from app.copilot import AnswerOptions, Copilot, Final
+from app.copilot import AnswerOptions, Copilot, Final, Turn
 from app.feedback import FeedbackStore, Vote
 from app.slack import render
 from app.slack.history import BotIdentity, clean_question, thread_turns
@@ -61,18 +62,24 @@ class SlackBridge:
         self.copilot, self.settings = copilot, settings
         self.feedback = feedback if feedback is not None else FeedbackStore()
         self.dedup = Deduper()
-        self.answers: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.answers: OrderedDict[str, dict[str, Any]] = OrderedDict()  # key -> what a vote on it stores
+        self._answers_lock = threading.Lock()
+        self.events_handled = 0
         self.queue = AnswerQueue(settings.concurrency, self.run)
 
     # --- listener side: fast, never answers itself ---
 
     def on_event(self, body: dict, event: dict, client: Any, context: Any) -> None:
-        job = self.accept(body, event, client, context)
-        if job is None:
-            return
-        place = self.queue.submit(job)
-        if place:
-            post(job.thread, render.queue_notice(place))
+        try:
+            job = self.accept(body, event, client, context)
+            if job is None:
+                return
+            place = self.queue.submit(job)
+            if place:
+                post(job.thread, render.queue_notice(place))
+        finally:
+            with self._answers_lock:
+                self.events_handled += 1  # events seen by a listener, answered or not (tests wait on it)
 
     def accept(self, body: dict, event: dict, client: Any, context: Any) -> Job | None:
         """The job for an event that deserves an answer, else None (see the module docstring)."""
@@ -115,11 +122,16 @@ class SlackBridge:
             log.exception("answering message %s in %s failed", job.ts, job.thread.channel)
             self.report(job.thread, "something went wrong on my side (it is logged). Please ask again.")
 
-    def history(self, job: Job) -> list:
+    def history(self, job: Job) -> list[Turn]:
+        """The thread's earlier exchanges; without them (e.g. a missing history scope) the question stands alone."""
         t = job.thread
-        response = t.client.conversations_replies(
-            channel=t.channel, ts=t.thread_ts, limit=self.settings.history_messages
-        )
+        try:
+            response = t.client.conversations_replies(
+                channel=t.channel, ts=t.thread_ts, limit=self.settings.history_messages
+            )
+        except SlackApiError as err:
+            log.warning("cannot read the thread %s/%s: %s", t.channel, t.thread_ts, err.response.get("error"))
+            return []
         return thread_turns(response.get("messages", []), job.bot, before_ts=job.ts)
 
     def report(self, thread: SlackThread, reason: str) -> None:
@@ -130,7 +142,7 @@ class SlackBridge:
             log.exception("could not report a failure in %s", thread.channel)
 
     def remember(self, key: str, job: Job, final: Final) -> None:
-        self.answers[key] = {
+        record = {
             "question": final.question,
             "answer": final.answer,
             "sources": final.sources,
@@ -138,15 +150,18 @@ class SlackBridge:
             "models": final.models,
             "thread": f"{job.thread.channel}/{job.thread.thread_ts}",
         }
-        while len(self.answers) > REMEMBERED_ANSWERS:
-            self.answers.popitem(last=False)
+        with self._answers_lock:
+            self.answers[key] = record
+            while len(self.answers) > REMEMBERED_ANSWERS:
+                self.answers.popitem(last=False)
 
     # --- feedback buttons ---
 
     def on_feedback(self, body: dict, action: dict, client: Any) -> None:
         rating = action["action_id"].rsplit("_", 1)[-1]
         user, channel = body.get("user", {}).get("id", ""), body.get("channel", {}).get("id", "")
-        record = self.answers.get(action.get("value", ""))
+        with self._answers_lock:
+            record = self.answers.get(action.get("value", ""))
         if record is None:
             text = "I no longer have that answer (I was restarted since), so the vote was not stored."
         else:

@@ -67,7 +67,7 @@ def test_without_streaming_a_placeholder_is_updated_at_most_once_per_interval(sl
 
 
 def test_a_retried_delivery_gets_no_second_answer(slack, start_bot, copilot):
-    start_bot(copilot)
+    bridge = start_bot(copilot)
     event = mention(slack, QUESTION)
     first = slack.push_event(event, event_id="Ev0RETRY")
     retry = slack.push_event(event, event_id="Ev0RETRY", retry_attempt=1, store=False)
@@ -75,13 +75,14 @@ def test_a_retried_delivery_gets_no_second_answer(slack, start_bot, copilot):
     again = slack.push_event(as_dm, store=False)
     sentinel = mention(slack, "Where do munge keys live?")
     slack.push_event(sentinel)
+    slack.wait_for(lambda: bridge.events_handled == 4, what="the listeners")
     wait_answer(slack, "C0OPS", sentinel["ts"])  # answers go in order: any second answer would be done by now
     assert all(slack.wait_acked(e) for e in (first, retry, again))
     assert [c.params["thread_ts"] for c in slack.calls_to("chat.startStream")] == [event["ts"], sentinel["ts"]]
 
 
 def test_own_messages_other_bots_edits_and_joins_get_nothing(slack, start_bot, copilot):
-    start_bot(copilot)
+    bridge = start_bot(copilot)
     dm = {"type": "message", "channel": "D0ALICE", "channel_type": "im", "text": QUESTION}
     ignored = [
         dm | {"user": BOT_USER, "bot_id": BOT_ID, "ts": slack.new_ts()},  # the bot's own answer
@@ -95,6 +96,8 @@ def test_own_messages_other_bots_edits_and_joins_get_nothing(slack, start_bot, c
     slack.push_event(question)
     wait_answer(slack, "D0ALICE", question["ts"])
     assert all(slack.wait_acked(e) for e in envelopes)
+    # bolt drops the two from the bot itself before any listener; the other three reached ours, which ignored them
+    slack.wait_for(lambda: bridge.events_handled == len(ignored) - 1, what="the listeners")
     assert [c.params["thread_ts"] for c in slack.calls_to("chat.startStream")] == [question["ts"]]
     assert not slack.calls_to("chat.postMessage")
 
@@ -182,6 +185,20 @@ def test_a_feedback_click_is_stored_with_the_slack_user_and_thread(slack, start_
     assert (vote["rating"], vote["channel"], vote["user"]) == ("down", "slack", "U0BOB")
     assert vote["thread"] == f"C0OPS/{event['ts']}" and vote["question"] == QUESTION
     assert render.escape(vote["answer"]) in answer.text and vote["sources"][0]["path"] == "runbooks/nodes-0.md"
+    slack.push_action("U0BOB", "C0OPS", answer, {"action_id": "specrag_feedback_up", "value": "C0OPS:1.0"})
+    slack.wait_for(lambda: len(slack.calls_to("chat.postEphemeral")) == 2, what="the second confirmation")
+    assert "no longer have that answer" in slack.calls_to("chat.postEphemeral")[1].params["text"]
+    assert len(bridge.feedback.all()) == 1  # an answer from before a restart is not voted on blindly
+
+
+def test_only_the_allowed_channels_are_answered(slack, start_bot, copilot):
+    bridge = start_bot(copilot, channels=frozenset({"C0OPS"}))
+    elsewhere, allowed = mention(slack, QUESTION, channel="C0RANDOM"), mention(slack, QUESTION)
+    slack.push_event(elsewhere)
+    slack.push_event(allowed)
+    wait_answer(slack, "C0OPS", allowed["ts"])
+    slack.wait_for(lambda: bridge.events_handled == 2, what="the listeners")
+    assert [c.params["channel"] for c in slack.calls_to("chat.startStream")] == ["C0OPS"]
 
 
 class SlowCopilot:
