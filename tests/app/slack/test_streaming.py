@@ -6,7 +6,7 @@ import re
 import pytest
 from conftest import BOT_TOKEN, OPTIONS
 
-from app.copilot import Status, Token, collect
+from app.copilot import GroundingItem, Status, Token, collect
 from app.slack import render
 from app.slack.server import make_client
 from app.slack.streaming import SlackThread, StreamSettings, render_answer
@@ -41,3 +41,20 @@ def test_a_long_answer_continues_in_further_messages(slack, long_answer, native)
     if native:
         assert not any(m.blocks for m in messages[:-1])  # the buttons go on the last message only
         assert len(slack.calls_to("chat.startStream")) == len(messages)
+
+
+def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_with_stats(long_answer):
+    final = dataclasses.replace(
+        long_answer[-1],
+        grounding=[
+            GroundingItem("scontrol drain <node>", "command", False),
+            GroundingItem("sinfo -R", "command", True),
+        ],
+        citations=dataclasses.replace(long_answer[-1].citations, invalid=[7]),
+    )
+    lines = render.footer(final).split("\n")
+    assert lines[0] == "*Sources*"
+    assert lines[1:4] == [f"{n + 1}. Node runbook › Draining — `runbooks/nodes-{n}.md`" for n in range(3)]
+    assert lines[4] == ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources"
+    assert lines[5] == ":warning: the answer cites passages that do not exist: [7]"
+    assert lines[6].startswith("_") and "tok/s" in lines[6] and len(lines) == 7
