@@ -58,3 +58,14 @@ def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_wit
     assert lines[4] == ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources"
     assert lines[5] == ":warning: the answer cites passages that do not exist: [7]"
     assert lines[6].startswith("_") and "tok/s" in lines[6] and len(lines) == 7
+
+
+def test_a_stream_closed_midway_is_finished_by_updating_the_same_message(slack, long_answer):
+    slack.fail("chat.appendStream", "message_not_in_streaming_state")
+    thread = SlackThread(make_client(BOT_TOKEN, base_url=slack.api_url), "C0OPS", "1.0", "U0ALICE", "T0OPS")
+    settings = StreamSettings(stream_interval=0, update_interval=0)
+    final = render_answer(iter(long_answer), thread, settings, "C0OPS:1.0")
+    (message,) = slack.bot_replies("C0OPS", "1.0")
+    assert [c.params["ts"] for c in slack.calls_to("chat.update")][-1] == message.ts
+    assert message.text.startswith(render.to_mrkdwn(final.answer).strip() + "\n\n*Sources*\n")
+    assert message.blocks[-1]["elements"][0]["value"] == "C0OPS:1.0"
