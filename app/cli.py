@@ -13,6 +13,7 @@ COMMANDS = {
     "feedback": "app.feedback_cmd",
     "ingest": "app.ingest_cmd",
     "search": "app.search_cmd",
+    "slack": "app.slack_cmd",
 }
 
 

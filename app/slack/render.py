@@ -1,0 +1,163 @@
+"""What an answer looks like in Slack: Markdown -> mrkdwn, escaping, splitting, footer, buttons.
+
+Slack parses `<...>` (links, mentions) and `&` entities before any formatting, so `&`, `<`
+and `>` in model text are escaped everywhere, code included. Two flavours of the same
+answer exist: the native stream takes Markdown (`markdown_text`), a posted or updated
+message takes mrkdwn. Both end with the same footer: a `Sources` line, the numbered
+sources (title, path), grounding warnings and one stats line. `FOOTER_HEADINGS` marks
+where the footer starts, so history.py can cut it off again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from app.copilot import Final
+
+MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
+FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specrag_feedback_down
+FOOTER_HEADINGS = ("*Sources*", "**Sources**")
+NOTICE_PREFIX = ":hourglass_flowing_sand:"
+ERROR_PREFIX = ":warning: Sorry"
+
+_FENCE = re.compile(r"^\s*```")
+_INLINE_CODE = re.compile(r"(`[^`\n]+`)")
+_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
+_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^(\s*)[-*+]\s+")
+
+
+def escape(text: str) -> str:
+    """Slack's three control characters as entities (https://api.slack.com/reference/surfaces/formatting)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unescape(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def to_mrkdwn(markdown: str) -> str:
+    """Markdown as the model writes it -> Slack mrkdwn: bold, italics, strike, links, headings, lists, code."""
+    lines, in_code = [], False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+            lines.append("```")  # Slack shows a language tag as text: drop it
+        elif in_code:
+            lines.append(escape(line))
+        else:
+            lines.append(_line_to_mrkdwn(line))
+    return "\n".join(lines)
+
+
+def _line_to_mrkdwn(line: str) -> str:
+    quote = ""
+    if line.startswith("> "):
+        quote, line = "> ", line[2:]  # a block quote keeps its literal '>'
+    heading = _HEADING.match(line)
+    if heading:
+        return f"{quote}*{_inline(heading.group(1)).strip('*')}*"
+    line = _BULLET.sub(lambda m: f"{m.group(1)}• ", line)
+    return quote + _inline(line)
+
+
+def _inline(text: str) -> str:
+    """Format one line outside code blocks; inline code spans are only escaped."""
+    parts = _INLINE_CODE.split(text)
+    for i in range(0, len(parts), 2):  # even indexes: text outside `code`
+        part = escape(parts[i])
+        part = _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", part)
+        part = _BOLD.sub(lambda m: "\0" + m.group(2) + "\0", part)  # hold bold while italics change
+        part = _ITALIC.sub(lambda m: f"_{m.group(1)}_", part)
+        part = _STRIKE.sub(lambda m: f"~{m.group(1)}~", part)
+        parts[i] = part.replace("\0", "*")
+    for i in range(1, len(parts), 2):
+        parts[i] = escape(parts[i])
+    return "".join(parts)
+
+
+def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:
+    """Cut text into pieces of at most `limit` characters at paragraph, line or word ends.
+
+    A piece that ends inside a code block closes it, and the next piece reopens it.
+    """
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = cut_point(text, limit - 4 if limit > 16 else limit)  # room for a closing fence
+        piece, text = text[:cut].rstrip("\n"), text[cut:].lstrip("\n")
+        if piece.count("```") % 2:
+            piece, text = piece + "\n```", "```\n" + text
+        pieces.append(piece)
+    if text or not pieces:
+        pieces.append(text)
+    return pieces
+
+
+def cut_point(text: str, limit: int) -> int:
+    for separator in ("\n\n", "\n", " "):
+        cut = text.rfind(separator, 0, limit)
+        if cut > limit // 2:
+            return cut + len(separator)
+    return max(limit, 1)
+
+
+def stats_line(final: Final) -> str:
+    s = final.stats
+    drafted = sum(s.get("drafted", {}).values())
+    acceptance = f"{s.get('acceptance_rate', 0):.0%}" if drafted else "n/a"
+    return (
+        f"{s.get('new_tokens', 0)} tokens · {s.get('decode_tokens_per_s', 0):.1f} tok/s · "
+        f"first token {s.get('time_to_first_token_s', 0):.1f} s · copied {s.get('copied_share', 0):.0%} · "
+        f"acceptance {acceptance} · speculation {s.get('speculation', '?')} · {final.finish_reason}"
+    )
+
+
+def footer(final: Final, markdown: bool = False) -> str:
+    """Sources (numbered: title, path), grounding warnings and the stats line."""
+    bold, code = ("**", "`") if markdown else ("*", "`")
+    lines = [f"{bold}Sources{bold}"]
+    for source in final.sources:
+        title = escape(source["title"] or source["path"])
+        heading = f" › {escape(source['heading'])}" if source["heading"] else ""
+        lines.append(f"{source['number']}. {title}{heading} — {code}{escape(source['path'])}{code}")
+    if not final.sources:
+        lines.append("none: the answer is not grounded in the runbooks")
+    for item in final.ungrounded:
+        lines.append(f":warning: {item.kind} {code}{escape(item.text)}{code} is not found in the sources")
+    if final.citations.invalid:
+        lines.append(f":warning: the answer cites passages that do not exist: {final.citations.invalid}")
+    lines.append(f"_{stats_line(final)}_")
+    return "\n".join(lines)
+
+
+def feedback_blocks(answer_key: str) -> list[dict[str, Any]]:
+    """Thumbs up/down buttons whose value names the answer (see bot.py's feedback handler)."""
+    buttons = [
+        {
+            "type": "button",
+            "action_id": f"{FEEDBACK_ACTION}_{rating}",
+            "text": {"type": "plain_text", "text": emoji, "emoji": True},
+            "value": answer_key,
+        }
+        for rating, emoji in (("up", ":+1:"), ("down", ":-1:"))
+    ]
+    return [{"type": "actions", "block_id": "specrag_feedback", "elements": buttons}]
+
+
+def message_blocks(text: str, answer_key: str | None = None) -> list[dict[str, Any]]:
+    """A posted message as blocks: its text in one section, and the feedback buttons on the last part."""
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text or " "}}]
+    return blocks + feedback_blocks(answer_key) if answer_key else blocks
+
+
+def queue_notice(position: int) -> str:
+    ahead = "1 question is" if position == 1 else f"{position} questions are"
+    return f"{NOTICE_PREFIX} {ahead} ahead of yours (you are #{position} in the queue); I'll answer here."
+
+
+def error_text(reason: str) -> str:
+    return f"{ERROR_PREFIX}, I could not answer this: {escape(reason)}"

@@ -1,0 +1,122 @@
+"""Formatting, thread history, the queue and the throttle, without Slack."""
+
+import threading
+
+import pytest
+
+from app.copilot import Turn
+from app.slack import render
+from app.slack.history import BotIdentity, clean_question, strip_footer, thread_turns
+from app.slack.queue import AnswerQueue, Deduper
+from app.slack.streaming import Throttle
+
+BOT = BotIdentity("UBOT", "BBOT")
+
+
+def test_markdown_becomes_mrkdwn_and_control_characters_are_escaped():
+    markdown = "# Drain\n**Run** this *now* & see [docs](https://x.org/a?b=1&c=2):\n- `a < b && c > d`\n~~old~~"
+    assert render.to_mrkdwn(markdown) == (
+        "*Drain*\n*Run* this _now_ &amp; see <https://x.org/a?b=1&amp;c=2|docs>:\n"
+        "• `a &lt; b &amp;&amp; c &gt; d`\n~old~"
+    )
+
+
+def test_code_blocks_are_kept_verbatim_but_escaped_and_lose_their_language():
+    markdown = "Run:\n```bash\nscontrol update **x** <node> & wait\n```\n> quoted **bold**"
+    assert (
+        render.to_mrkdwn(markdown) == "Run:\n```\nscontrol update **x** &lt;node&gt; &amp; wait\n```\n> quoted *bold*"
+    )
+
+
+def test_a_long_text_is_split_at_paragraphs_and_code_blocks_are_closed_and_reopened():
+    text = "intro paragraph\n\n```\n" + "\n".join(f"line {i}" for i in range(40)) + "\n```\n\nend"
+    pieces = render.split_message(text, limit=120)
+    assert len(pieces) > 2 and all(len(p) <= 120 for p in pieces)
+    assert all(p.count("```") % 2 == 0 for p in pieces)
+    rejoined = "\n".join(p.replace("\n```", "").replace("```\n", "") for p in pieces)
+    assert [line for line in rejoined.split("\n") if line.startswith("line")] == [f"line {i}" for i in range(40)]
+    assert render.split_message("short") == ["short"] and render.split_message("x" * 10, 4) == ["x" * 4] * 2 + ["xx"]
+
+
+def test_a_question_is_cleaned_of_the_bots_mention_and_slack_markup():
+    text = "<@UBOT> why does <#C123|ops> say &lt;drain&gt; &amp; <https://wiki/x|this page> to <@U0ALICE>?"
+    assert clean_question(text, BOT) == "why does #ops say <drain> & this page to @U0ALICE?"
+
+
+def test_the_thread_becomes_turns_without_footers_notices_errors_or_other_bots():
+    def msg(ts, text, **who):
+        return {"ts": f"{ts}.0", "text": text, **({"user": "U0ALICE"} | who)}
+
+    footer = "\n\n**Sources**\n1. Runbook — `a.md`\n_12 tokens · …_"
+    messages = [
+        msg(1, "<@UBOT> how do I drain?"),
+        msg(2, render.queue_notice(1), user="UBOT", bot_id="BBOT"),
+        msg(3, "Use scontrol &amp; wait." + footer, user="UBOT", bot_id="BBOT"),
+        msg(4, "deploy finished", user="U0CI", bot_id="B0CI", subtype="bot_message"),
+        msg(5, "<@UBOT> and munge?"),
+        msg(6, render.error_text("the index is missing"), user="UBOT", bot_id="BBOT"),
+        msg(7, "<@UBOT> and resume?"),
+        msg(8, "part one", user="UBOT"),
+        msg(9, "part two\n\n*Sources*\n1. x", user="UBOT"),
+        msg(10, "<@UBOT> the question being answered"),
+        msg(11, "a later answer", user="UBOT"),
+    ]
+    turns = thread_turns(messages, BOT, before_ts="10.0")
+    assert turns == [Turn("how do I drain?", "Use scontrol & wait."), Turn("and resume?", "part one\npart two")]
+    assert strip_footer("no footer here") == "no footer here"
+
+
+def test_deduper_remembers_any_key_of_a_delivery():
+    seen = Deduper(capacity=3)
+    assert seen.first_time(("event", "Ev1"), ("message", "C1", "1.0"), None)
+    assert not seen.first_time(("event", "Ev2"), ("message", "C1", "1.0"))  # same message, other event
+    assert not seen.first_time(("event", "Ev1"))
+    for i in range(5):
+        seen.first_time(("event", f"other{i}"))
+    assert seen.first_time(("event", "Ev1"))  # forgotten past its capacity
+
+
+def test_queue_runs_jobs_in_order_reports_places_and_survives_a_failing_job():
+    gate, done = threading.Event(), []
+
+    def run(job):
+        gate.wait(10)
+        if job == "boom":
+            raise RuntimeError("boom")
+        done.append(job)
+
+    queue = AnswerQueue(1, run)
+    places = [queue.submit(job) for job in ("a", "boom", "b", "c")]
+    assert places == [0, 1, 2, 3]
+    gate.set()
+    queue.close(timeout=10)
+    assert done == ["a", "b", "c"] and queue.pending == 0
+    with pytest.raises(RuntimeError, match="closed"):
+        queue.submit("late")
+
+
+def test_queue_with_two_workers_tells_only_the_third_job_to_wait():
+    gate = threading.Event()
+    queue = AnswerQueue(2, lambda job: gate.wait(10))
+    assert [queue.submit(i) for i in range(4)] == [0, 0, 1, 2]
+    gate.set()
+    queue.close(timeout=10)
+
+
+def test_throttle_lets_one_call_through_per_interval():
+    now = [0.0]
+    throttle = Throttle(1.0, clock=lambda: now[0])
+    ticks = []
+    for step in range(30):
+        now[0] = step * 0.25
+        ticks.append(throttle.ready())
+    assert [i * 0.25 for i, ok in enumerate(ticks) if ok] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+def test_feedback_buttons_and_queue_notice():
+    (actions,) = render.feedback_blocks("C1:1.0")
+    assert [(b["action_id"], b["value"]) for b in actions["elements"]] == [
+        ("specrag_feedback_up", "C1:1.0"),
+        ("specrag_feedback_down", "C1:1.0"),
+    ]
+    assert "#2 in the queue" in render.queue_notice(2) and render.queue_notice(1).startswith(render.NOTICE_PREFIX)

@@ -1,0 +1,71 @@
+"""A long answer continues in further messages, natively streamed or as updated placeholders."""
+
+import dataclasses
+import re
+
+import pytest
+from conftest import BOT_TOKEN, OPTIONS
+
+from app.copilot import GroundingItem, Status, Token, collect
+from app.slack import render
+from app.slack.server import make_client
+from app.slack.streaming import SlackThread, StreamSettings, render_answer
+
+WORDS = [f"Step {i}: drain node{i} with `scontrol` & wait for <idle>.\n\n" for i in range(8)]
+
+
+def squash(text: str) -> str:
+    return "".join(text.split())
+
+
+@pytest.fixture
+def long_answer(copilot):
+    final = collect(copilot.answer("How do I drain a node?", options=OPTIONS))
+    final = dataclasses.replace(final, answer="".join(WORDS))
+    return [Status("searching", "searching the runbooks…"), *[Token(w, [], [], {}) for w in WORDS], final]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_long_answer_continues_in_further_messages(slack, long_answer, native):
+    thread = SlackThread(make_client(BOT_TOKEN, base_url=slack.api_url), "C0OPS", "1.0", "U0ALICE", "T0OPS")
+    settings = StreamSettings(native=native, stream_interval=0, update_interval=0, message_limit=120)
+    final = render_answer(iter(long_answer), thread, settings, "C0OPS:1.0")
+    messages = slack.bot_replies("C0OPS", "1.0")
+    assert len(messages) >= 3 and not any(m.streaming for m in messages)
+    heading = "**Sources**" if native else "*Sources*"
+    body, footer = re.split(rf"\n+{re.escape(heading)}\n", "\n".join(m.text for m in messages))
+    expected = render.escape(final.answer) if native else render.to_mrkdwn(final.answer)
+    assert squash(body) == squash(expected) and "`runbooks/nodes-0.md`" in footer
+    assert all(len(m.text) <= 120 for m in messages[:-1])
+    assert [bool(m.blocks) and m.blocks[-1]["type"] == "actions" for m in messages][-1]
+    if native:
+        assert not any(m.blocks for m in messages[:-1])  # the buttons go on the last message only
+        assert len(slack.calls_to("chat.startStream")) == len(messages)
+
+
+def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_with_stats(long_answer):
+    final = dataclasses.replace(
+        long_answer[-1],
+        grounding=[
+            GroundingItem("scontrol drain <node>", "command", False),
+            GroundingItem("sinfo -R", "command", True),
+        ],
+        citations=dataclasses.replace(long_answer[-1].citations, invalid=[7]),
+    )
+    lines = render.footer(final).split("\n")
+    assert lines[0] == "*Sources*"
+    assert lines[1:4] == [f"{n + 1}. Node runbook › Draining — `runbooks/nodes-{n}.md`" for n in range(3)]
+    assert lines[4] == ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources"
+    assert lines[5] == ":warning: the answer cites passages that do not exist: [7]"
+    assert lines[6].startswith("_") and "tok/s" in lines[6] and len(lines) == 7
+
+
+def test_a_stream_closed_midway_is_finished_by_updating_the_same_message(slack, long_answer):
+    slack.fail("chat.appendStream", "message_not_in_streaming_state")
+    thread = SlackThread(make_client(BOT_TOKEN, base_url=slack.api_url), "C0OPS", "1.0", "U0ALICE", "T0OPS")
+    settings = StreamSettings(stream_interval=0, update_interval=0)
+    final = render_answer(iter(long_answer), thread, settings, "C0OPS:1.0")
+    (message,) = slack.bot_replies("C0OPS", "1.0")
+    assert [c.params["ts"] for c in slack.calls_to("chat.update")][-1] == message.ts
+    assert message.text.startswith(render.to_mrkdwn(final.answer).strip() + "\n\n*Sources*\n")
+    assert message.blocks[-1]["elements"][0]["value"] == "C0OPS:1.0"
