@@ -1,10 +1,10 @@
 """Pipeline events -> chat messages: pure functions, no gradio, no models.
 
-A turn shows as up to three assistant messages under the user's question:
+A turn shows as two assistant messages under the user's question (and an error, if any):
 - a status "thought" (gradio message metadata: title, log, status pending/done) that says
   from the first second what is happening: searching, reading N passages, prefilling;
-- the answer text (markdown, exactly as the model wrote it), growing as tokens stream;
-- the details (HTML): provenance (the answer again, with each span copied verbatim from a
+- the answer text (markdown, exactly as the model wrote it), growing as tokens stream, and
+  below it once done the details (HTML): provenance (the answer again, with each span copied verbatim from a
   source marked with that source's number, and a legend), grounding warnings, the
   sources (title, heading, path, score; chunk text on expand) and the stats line.
 Messages are plain dicts ({"role", "content", "metadata"}), the format gr.Chatbot takes.
@@ -33,19 +33,18 @@ def status_message(title: str, log: Sequence[str], pending: bool, duration: floa
     return {"role": "assistant", "content": "\n".join(f"- {line}" for line in log), "metadata": metadata}
 
 
-def answer_message(text: str, note: str = "") -> Message:
+def answer_message(text: str, note: str = "", final: Final | None = None) -> Message:
+    """The answer (markdown as the model wrote it), a note such as "stopped", and once done its details."""
     body = close_fences(text) if text else ""
     if note:
         body = f"{body}\n\n*{note}*" if body else f"*{note}*"
+    if final is not None:
+        body = f"{body}\n\n{details_html(final)}"  # an HTML block after a blank line: markdown leaves it alone
     return {"role": "assistant", "content": body or "…"}
 
 
 def error_message(text: str) -> Message:
     return {"role": "assistant", "content": f'<div class="sr-error"><b>⚠ {html.escape(text)}</b></div>'}
-
-
-def details_message(final: Final) -> Message:
-    return {"role": "assistant", "content": details_html(final)}
 
 
 def close_fences(text: str) -> str:
@@ -54,13 +53,36 @@ def close_fences(text: str) -> str:
 
 
 def details_html(final: Final) -> str:
+    texts = {p.number: p.text for p in final.passages}
     parts = [
-        provenance_html(final.citations.segments, final.sources),
+        provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         grounding_html(final.grounding, final.citations.invalid),
         sources_html(final.sources),
         f'<div class="sr-stats">{html.escape(stats_line(final.stats, final.finish_reason))}</div>',
     ]
     return '<div class="sr-details">' + "".join(p for p in parts if p) + "</div>"
+
+
+def merge_verbatim(segments: Sequence[Segment], passage_texts: dict[int, str]) -> list[Segment]:
+    """Grow each copied span over the segments after it while the joined text is still verbatim in its passage.
+
+    The engine's copies come in pieces (each verified draft is followed by the target's own
+    token, which often is the source's next character too); one mark per piece is noise.
+    A merged span is only ever claimed for text that its passage contains word for word.
+    """
+    merged: list[Segment] = []
+    for segment in segments:
+        last = merged[-1] if merged else None
+        if last is not None and last.passage is not None:
+            joined = last.text + segment.text
+            if segment.passage in (None, last.passage) and joined in passage_texts.get(last.passage, ""):
+                merged[-1] = Segment(joined, last.passage)
+                continue
+        if last is not None and last.passage is None and segment.passage is None:
+            merged[-1] = Segment(last.text + segment.text, None)
+            continue
+        merged.append(segment)
+    return merged
 
 
 def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any]]) -> str:

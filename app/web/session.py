@@ -26,6 +26,7 @@ class Exchange:
     note: str = ""
     final: Final | None = None
     error: str = ""
+    reading: str = "answering"
     started: float = field(default_factory=time.perf_counter)
 
     def elapsed(self) -> float:
@@ -39,11 +40,13 @@ class Exchange:
         """Fold one pipeline event into the view."""
         if isinstance(event, Status):
             self.status(event.message)
-            turns = event.detail.get("history_turns")
-            if turns:
-                self.log.append(f"using {turns} earlier turn(s) of this conversation")
+            if event.stage == "passages":
+                turns, count = event.detail.get("history_turns", 0), event.detail.get("count", 0)
+                self.reading = (
+                    f"read {count} new passages · with {turns} earlier turn(s)" if turns else (f"read {count} passages")
+                )
             if event.stage == "generating":
-                self.close(f"answering · first token after {self.elapsed():.1f} s")
+                self.close(f"{self.reading} · first token after {self.elapsed():.1f} s")
         elif isinstance(event, Token):
             self.answer += event.text
         elif isinstance(event, Final):
@@ -66,10 +69,8 @@ class Exchange:
             render.user_message(self.question),
             render.status_message(self.title, self.log, self.pending, self.duration),
         ]
-        if self.answer or self.note:
-            shown.append(render.answer_message(self.answer, self.note))
-        if self.final is not None:
-            shown.append(render.details_message(self.final))
+        if self.answer or self.note or self.final is not None:
+            shown.append(render.answer_message(self.answer, self.note, self.final))
         if self.error:
             shown.append(render.error_message(self.error))
         return shown
