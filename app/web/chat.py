@@ -149,7 +149,8 @@ def api_record(exchange: Exchange) -> dict[str, Any]:
         record |= {"done": True, "error": exchange.error}
     elif exchange.final is not None:
         final = exchange.final
-        sources = [{k: v for k, v in s.items() if k != "text"} for s in final.sources]
+        # "path" renamed: gradio_client takes any dict with a "path" for a file to download
+        sources = [{("document" if k == "path" else k): v for k, v in s.items() if k != "text"} for s in final.sources]
         record |= {"done": True, "finish_reason": final.finish_reason, "sources": sources, "stats": final.stats}
     elif exchange.note:
         record |= {"done": True, "finish_reason": exchange.note}

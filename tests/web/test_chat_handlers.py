@@ -163,7 +163,7 @@ def test_api_record_is_the_finished_answer(engine, tmp_path):
     backend = ready_backend(engine, tmp_path, FakeRetriever())
     *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
     record = chat.api_record(state.exchanges[-1])
-    assert record["done"] and record["finish_reason"] == "length" and record["sources"][0]["path"] == "glyphs.md"
+    assert record["done"] and record["finish_reason"] == "length" and record["sources"][0]["document"] == "glyphs.md"
 
 
 def test_first_start_builds_the_runbook_index_once(tmp_path):
