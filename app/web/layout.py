@@ -105,7 +105,7 @@ def build_app(backend: Backend, defaults: AnswerOptions, event_delay: float = 0.
         ) -> Iterator[dict]:
             """Answer one question (no history), streaming {"answer"} and ending with the full record."""
             options = chat.answer_options(temperature, passages, speculation, max_new_tokens)
-            for _, chat_state in chat.respond(backend, question, None, options, request):
+            for _, chat_state in chat.respond(backend, question, None, options, request, event_delay):
                 yield chat.api_record(chat_state.exchanges[-1])
 
         gr.api(ask_api, api_name="ask", concurrency_limit=1, concurrency_id="engine")

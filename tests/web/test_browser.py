@@ -135,6 +135,20 @@ def test_stop_ends_a_long_answer_and_the_next_question_is_answered(page, chat_se
     wait_for_details(page, count + 1)
 
 
+def test_retry_reanswers_the_last_question_and_new_conversation_starts_afresh(page, chat_server):
+    users = page.locator('#sr-chat [data-testid="user"]').count()
+    page.fill("#sr-max input[type=number]", "48")
+    page.press("#sr-max input[type=number]", "Enter")
+    page.click("#sr-retry")
+    page.wait_for_selector("#sr-chat .sr-stats:has-text('48 tokens')", timeout=60_000)
+    assert page.locator('#sr-chat [data-testid="user"]').count() == users
+    page.click("#sr-new")
+    page.wait_for_function("document.querySelectorAll('#sr-chat [data-testid=\"user\"]').length === 0")
+    ask(page, "Where do munge keys live?")
+    wait_for_details(page, 1)
+    assert "earlier turn" not in page.locator("#sr-chat").inner_text()
+
+
 def test_two_users_at_once_both_answered_one_sees_its_queue_position(browser, chat_server):
     pages = []
     for _ in range(2):

@@ -192,3 +192,28 @@ def test_login_comes_from_both_environment_variables_or_neither(monkeypatch):
         login_from_env()
     monkeypatch.setenv("SPECRAG_CHAT_PASSWORD", "s3cret")
     assert login_from_env() == ("ops", "s3cret")
+
+
+def test_binding_beyond_localhost_warns_and_never_shares(monkeypatch, capsys, tmp_path):
+    import app.web.layout as layout
+    from app.chat_cmd import run
+    from app.cli import build_parser
+
+    launched = {}
+
+    class FakeApp:
+        def queue(self, **kwargs):
+            launched["queue"] = kwargs
+
+        def launch(self, **kwargs):
+            launched.update(kwargs)
+
+    monkeypatch.setattr(layout, "build_app", lambda *a, **k: FakeApp())
+    monkeypatch.setattr(Backend, "start", lambda self: self)
+    monkeypatch.delenv("SPECRAG_CHAT_USER", raising=False)
+    monkeypatch.delenv("SPECRAG_CHAT_PASSWORD", raising=False)
+    args = build_parser().parse_args(["chat", "--host", "0.0.0.0", "--feedback-db", str(tmp_path / "f.db")])
+    assert run(args) == 0
+    assert "warning: binding 0.0.0.0 exposes the chat" in capsys.readouterr().err
+    assert launched["server_name"] == "0.0.0.0" and launched["share"] is False and launched["auth"] is None
+    assert build_parser().parse_args(["chat"]).host == "127.0.0.1"
