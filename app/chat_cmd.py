@@ -49,7 +49,6 @@ def run(args: argparse.Namespace) -> int:
 
     from app.feedback import FeedbackStore
     from app.web.backend import Backend
-    from app.web.layout import CSS, build_app
 
     options = copilot_options(args)
     auth = login_from_env()
@@ -61,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         )
     feedback = FeedbackStore(Path(args.feedback_db) if args.feedback_db else None)
     backend = Backend(options, build_runbook_index=args.index is None, feedback=feedback).start()
+    from app.web.layout import CSS, build_app  # gradio's import overlaps the loading
+
     app = build_app(backend, options.answer, event_delay=args.event_delay)
     app.queue(default_concurrency_limit=1)
     print(f"specrag chat: serving on http://{args.host}:{args.port} (feedback in {feedback.path})", file=sys.stderr)

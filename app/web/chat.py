@@ -18,11 +18,12 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import gradio as gr
 
-from app.copilot import AnswerOptions, Token
+from app.copilot import Token
 from app.feedback import Vote
 from app.web.backend import Backend
 from app.web.session import ChatState, Exchange
@@ -54,7 +55,7 @@ def respond(
     stream = None
     try:
         yield from _wait_for_models(backend, turn, state)
-        answer_options = AnswerOptions(**options)
+        answer_options = replace(backend.options.answer, **options)  # the command's flags for the rest
         stream = backend.copilot().answer(question or "", history, answer_options)
         last = 0.0
         for event in stream:

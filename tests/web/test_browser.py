@@ -93,6 +93,8 @@ def test_answer_streams_then_shows_sources_stats_and_provenance(page, chat_serve
     )
     assert details.locator(".prov sup").count() >= 1, "no provenance marks"
     assert "Copied verbatim from source" in details.locator(".sr-legend").inner_text()
+    details.locator(".sr-source summary").first.click()  # the chunk text on expand
+    assert "rotation phrase of the glyph bank" in details.locator(".sr-chunk").first.inner_text()
     shoot(page, chat_server, "01-answer")
 
 
