@@ -27,6 +27,7 @@ class Exchange:
     final: Final | None = None
     error: str = ""
     reading: str = "answering"
+    warning: str = ""
     started: float = field(default_factory=time.perf_counter)
 
     def elapsed(self) -> float:
@@ -43,8 +44,12 @@ class Exchange:
             if event.stage == "passages":
                 turns, count = event.detail.get("history_turns", 0), event.detail.get("count", 0)
                 self.reading = (
-                    f"read {count} new passages · with {turns} earlier turn(s)" if turns else (f"read {count} passages")
+                    f"read {count} new passages · with {turns} earlier turn(s)" if turns else f"read {count} passages"
                 )
+                if not count and not turns:
+                    self.warning = (
+                        "no passages: the index is empty or nothing matched, so this answer is not from your documents"
+                    )
             if event.stage == "generating":
                 self.close(f"{self.reading} · first token after {self.elapsed():.1f} s")
         elif isinstance(event, Token):
@@ -69,6 +74,8 @@ class Exchange:
             render.user_message(self.question),
             render.status_message(self.title, self.log, self.pending, self.duration),
         ]
+        if self.warning:
+            shown.append(render.error_message(self.warning))
         if self.answer or self.note or self.final is not None:
             shown.append(render.answer_message(self.answer, self.note, self.final))
         if self.error:

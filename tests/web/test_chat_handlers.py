@@ -116,6 +116,16 @@ def test_a_missing_index_is_explained_in_the_chat(engine, tmp_path):
     assert "no index at" in messages[-1]["content"] and "specrag ingest" in messages[-1]["content"]
 
 
+def test_an_index_that_gives_no_passages_is_flagged_above_the_answer(engine, tmp_path):
+    class Empty:
+        def retrieve(self, query, k):
+            return []
+
+    backend = ready_backend(engine, tmp_path, Empty())
+    *_, (messages, _) = chat.respond(backend, "How do I drain a node?", None, OPTIONS, None)
+    assert "no passages: the index is empty" in messages[2]["content"] and "Sources" in messages[3]["content"]
+
+
 def test_a_model_that_fails_to_load_is_shown_and_the_server_keeps_serving(tmp_path):
     def loader(options):
         raise ModelError("cannot load a causal LM from /nowhere")
