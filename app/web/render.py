@@ -44,7 +44,7 @@ def answer_message(text: str, note: str = "", final: Final | None = None) -> Mes
 
 
 def error_message(text: str) -> Message:
-    return {"role": "assistant", "content": f'<div class="sr-error"><b>⚠ {html.escape(text)}</b></div>'}
+    return {"role": "assistant", "content": f'<div class="sr-error">⚠ {html.escape(text)}</div>'}
 
 
 def close_fences(text: str) -> str:

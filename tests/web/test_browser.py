@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from artifacts import artifacts_dir
+from chat_process import running_chat
 
 CHROMIUM = Path("/usr/bin/chromium")
 playwright_sync = pytest.importorskip("playwright.sync_api")
@@ -173,3 +174,17 @@ def test_two_users_at_once_both_answered_one_sees_its_queue_position(browser, ch
     shoot(pages[0], chat_server, "05-two-users-answered")
     for page in pages:
         page.context.close()
+
+
+def test_a_model_that_fails_to_load_is_shown_and_the_page_keeps_serving(browser, tmp_path):
+    with running_chat(tmp_path, "--index", str(tmp_path / "none"), "--target", str(tmp_path / "no-model")) as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector(".sr-failed:has-text('failed to load')", timeout=120_000)
+        ask(page, "How do I drain a node?")
+        page.wait_for_selector("#sr-chat .sr-error:has-text('the models failed to load')", timeout=60_000)
+        assert "does not exist" in page.locator("#sr-chat .sr-error").inner_text()
+        path = artifacts_dir(tmp_path) / "06-model-failed.png"
+        page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot: {path}")
+        page.close()
