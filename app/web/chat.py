@@ -14,11 +14,13 @@ Contract:
 
 from __future__ import annotations
 
+import html
 import sys
 import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -102,18 +104,26 @@ def banner(backend: Backend) -> tuple[str, gr.Timer]:
     if load.phase == "loading":
         text = (
             f'<div class="sr-banner sr-loading"><span class="sr-spinner"></span> <b>Starting</b> · '
-            f"{load.message} · {load.elapsed_s:.0f} s. You can ask now: questions wait for the models.</div>"
+            f"{html.escape(load.message)} · {load.elapsed_s:.0f} s. You can ask now: questions wait for the models."
+            "</div>"
         )
         return text, gr.Timer(active=True)
     if load.phase == "failed":
-        text = f'<div class="sr-banner sr-failed">⚠ <b>The models failed to load</b>: {load.message}</div>'
+        text = f'<div class="sr-banner sr-failed">⚠ <b>The models failed to load</b>: {html.escape(load.message)}</div>'
         return text, gr.Timer(active=False)
     models = backend.describe()
     text = (
-        f'<div class="sr-banner sr-ready">● <b>Ready</b> · target <code>{models.get("target")}</code> · draft '
-        f"<code>{models.get('draft') or 'none'}</code> · loaded in {load.elapsed_s:.0f} s</div>"
+        f'<div class="sr-banner sr-ready">● <b>Ready</b> · target {_model_name(models.get("target"))} · draft '
+        f"{_model_name(models.get('draft'))} · loaded in {load.elapsed_s:.0f} s</div>"
     )
     return text, gr.Timer(active=False)
+
+
+def _model_name(path: str | None) -> str:
+    """A model folder's name, its full path on hover."""
+    if not path:
+        return "<code>none</code>"
+    return f'<code title="{html.escape(path)}">{html.escape(Path(path).name or path)}</code>'
 
 
 def record_feedback(
