@@ -50,7 +50,7 @@ def running_chat(tmp: Path, *args: str) -> Iterator[str]:
     finally:
         process.terminate()
         try:
-            process.wait(timeout=20)
+            process.wait(timeout=5)
         except subprocess.TimeoutExpired:
             process.kill()
         print(f"specrag chat log: {log}")

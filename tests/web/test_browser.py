@@ -188,3 +188,17 @@ def test_a_model_that_fails_to_load_is_shown_and_the_page_keeps_serving(browser,
         page.screenshot(path=str(path), full_page=True)
         print(f"screenshot: {path}")
         page.close()
+
+
+def test_first_start_serves_the_page_at_once_and_shows_the_index_being_built(browser, chat_server, tmp_path):
+    model = chat_server[2] / "tiny-chat-model"
+    with running_chat(tmp_path, "--target", str(model), "--draft", "none") as url:  # no --index: the default one
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector(".sr-loading:has-text('building the bundled runbook index')", timeout=60_000)
+        ask(page, "How do I drain a node?")
+        page.wait_for_selector("#sr-chat :text('waiting for the models to load')", timeout=30_000)
+        path = artifacts_dir(tmp_path) / "00-first-start-loading.png"
+        page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot: {path}")
+        page.close()
