@@ -21,11 +21,12 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from threading import Event as StopFlag
 from typing import Any
 
 import gradio as gr
 
-from app.copilot import Token
+from app.copilot import Event, Token
 from app.feedback import Vote
 from app.web.backend import Backend
 from app.web.session import ChatState, Exchange
@@ -56,20 +57,13 @@ def respond(
     yield state.messages(), state
     stream = None
     try:
-        yield from _wait_for_models(backend, turn, state)
-        answer_options = replace(backend.options.answer, **options)  # the command's flags for the rest
-        stream = backend.copilot().answer(question or "", history, answer_options)
-        last = 0.0
-        for event in stream:
-            turn.apply(event)
-            if stop.is_set():
-                turn.stopped()
-                break
-            if not isinstance(event, Token) or time.monotonic() - last >= YIELD_EVERY_S:
-                last = time.monotonic()
-                yield state.messages(), state
-            if event_delay and isinstance(event, Token):
-                time.sleep(event_delay)  # hidden test flag: a slow model
+        yield from _wait_for_models(backend, turn, state, stop)
+        if stop.is_set():
+            turn.stopped()
+        else:
+            answer_options = replace(backend.options.answer, **options)  # the command's flags for the rest
+            stream = backend.copilot().answer(question or "", history, answer_options)
+            yield from _stream(stream, turn, state, stop, event_delay)
     except SpecragError as err:
         turn.fail(str(err))
     except Exception as err:  # never take the server down; say what happened
@@ -82,8 +76,25 @@ def respond(
     yield state.messages(), state
 
 
-def _wait_for_models(backend: Backend, turn: Exchange, state: ChatState) -> Iterator[Outputs]:
-    while not backend.wait(0.5):
+def _stream(
+    stream: Iterator[Event], turn: Exchange, state: ChatState, stop: StopFlag, event_delay: float
+) -> Iterator[Outputs]:
+    """Fold the pipeline's events into the exchange; end at the first event after a stop request."""
+    last = 0.0
+    for event in stream:
+        turn.apply(event)
+        if stop.is_set():
+            turn.stopped()
+            return
+        if not isinstance(event, Token) or time.monotonic() - last >= YIELD_EVERY_S:
+            last = time.monotonic()
+            yield state.messages(), state
+        if event_delay and isinstance(event, Token):
+            time.sleep(event_delay)  # hidden test flag: a slow model
+
+
+def _wait_for_models(backend: Backend, turn: Exchange, state: ChatState, stop: StopFlag) -> Iterator[Outputs]:
+    while not backend.wait(0.5) and not stop.is_set():
         load = backend.state()
         turn.title = f"waiting for the models to load ({load.elapsed_s:.0f} s): {load.message}"
         yield state.messages(), state

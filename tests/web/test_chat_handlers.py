@@ -155,6 +155,18 @@ def test_a_question_asked_while_models_load_waits_for_them(engine, tmp_path):
     assert state.exchanges[-1].final is not None
 
 
+def test_stop_while_waiting_for_the_models_ends_the_question(tmp_path):
+    release = threading.Event()
+    backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=lambda o: release.wait(10))
+    backend.start()
+    steps = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
+    next(steps)
+    backend.stop_flag("default").set()
+    *_, (messages, state) = steps
+    release.set()
+    assert state.exchanges[-1].note == "stopped" and "stopped" in messages[-1]["content"]
+
+
 def test_thumbs_up_is_stored_with_question_answer_sources_stats_and_models(engine, tmp_path):
     backend = ready_backend(engine, tmp_path, FakeRetriever())
     *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
