@@ -31,6 +31,9 @@ LAST_ANSWER_JS = """() => {
   return (details ? last.innerText.replace(details.innerText, '') : last.innerText).trim();
 }"""
 
+ANSWER_COUNT_JS = """() => [...document.querySelectorAll('#sr-chat [data-testid="bot"]')]
+  .filter(b => b.innerText.includes('Cwm')).length"""
+
 
 @pytest.fixture(scope="module")
 def browser():
@@ -123,13 +126,15 @@ def test_follow_up_uses_the_history(page, chat_server):
 def test_stop_ends_a_long_answer_and_the_next_question_is_answered(page, chat_server):
     page.fill("#sr-max input[type=number]", "1024")
     page.press("#sr-max input[type=number]", "Enter")
+    answers = page.evaluate(ANSWER_COUNT_JS)
     ask(page, "Read the whole glyph bank rotation out, please.")
-    page.wait_for_function(f"({LAST_ANSWER_JS})().length > 20", timeout=60_000)
+    page.wait_for_function(f"({ANSWER_COUNT_JS})() > {answers} && ({LAST_ANSWER_JS})().length > 20", timeout=60_000)
     page.click("#sr-stop")
     stopped_at = time.monotonic()
     page.wait_for_selector("#sr-chat :text('stopped')", timeout=15_000)
     assert time.monotonic() - stopped_at < 10
-    assert len(page.evaluate(LAST_ANSWER_JS)) < 900, "the answer ran to its end despite stop"
+    stopped = page.evaluate(LAST_ANSWER_JS)
+    assert stopped.endswith("stopped") and 20 < len(stopped) < 900, f"not stopped mid-answer: {stopped!r}"
     shoot(page, chat_server, "03-stopped")
     page.fill("#sr-max input[type=number]", "96")
     page.press("#sr-max input[type=number]", "Enter")
