@@ -60,6 +60,20 @@ def corpus_path(name: str) -> Path:
     raise RetrievalError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)}")
 
 
+def ensure_corpus_index(name: str, index_dir: Path | None = None, embedder: object = None) -> object | None:
+    """Build the index at index_dir from a named corpus unless it already holds one (the chat's first start).
+
+    Returns the ingest report, or None when an index was already there.
+    """
+    from retrieval.ingest import ingest
+    from retrieval.store import current_generation, default_index_dir
+
+    index_dir = index_dir or default_index_dir()
+    if index_dir.is_dir() and current_generation(index_dir) is not None:
+        return None
+    return ingest([corpus_path(name)], index_dir, embedder=embedder)
+
+
 def run(args: argparse.Namespace) -> int:
     from retrieval.errors import RetrievalError
     from retrieval.ingest import IngestOptions, ingest

@@ -1,0 +1,176 @@
+"""Pipeline events -> chat messages: pure functions, no gradio, no models.
+
+A turn shows as two assistant messages under the user's question (and an error, if any):
+- a status "thought" (gradio message metadata: title, log, status pending/done) that says
+  from the first second what is happening: searching, reading N passages, prefilling;
+- the answer text (markdown, exactly as the model wrote it), growing as tokens stream, and
+  below it once done the details (HTML): provenance (the answer again, with each span copied verbatim from a
+  source marked with that source's number, and a legend), grounding warnings, the
+  sources (title, heading, path, score; chunk text on expand) and the stats line.
+Messages are plain dicts ({"role", "content", "metadata"}), the format gr.Chatbot takes.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from app.copilot import Final, GroundingItem, Segment
+
+Message = dict[str, Any]
+PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
+
+
+def user_message(question: str) -> Message:
+    return {"role": "user", "content": question if question.strip() else "*(empty question)*"}
+
+
+def status_message(title: str, log: Sequence[str], pending: bool, duration: float | None = None) -> Message:
+    metadata: dict[str, Any] = {"title": title, "status": "pending" if pending else "done"}
+    if duration is not None:
+        metadata["duration"] = round(duration, 1)
+    return {"role": "assistant", "content": "\n".join(f"- {line}" for line in log), "metadata": metadata}
+
+
+def answer_message(text: str, note: str = "", final: Final | None = None) -> Message:
+    """The answer (markdown as the model wrote it), a note such as "stopped", and once done its details."""
+    body = close_fences(text) if text else ""
+    if note:
+        body = f"{body}\n\n*{note}*" if body else f"*{note}*"
+    if final is not None:
+        body = f"{body}\n\n{details_html(final)}"  # an HTML block after a blank line: markdown leaves it alone
+    return {"role": "assistant", "content": body or "…"}
+
+
+def error_message(text: str) -> Message:
+    return {"role": "assistant", "content": f'<div class="sr-error">⚠ {html.escape(text)}</div>'}
+
+
+def close_fences(text: str) -> str:
+    """Close a code fence the (streaming or stopped) answer left open, so the page below it renders."""
+    return text + "\n```" if text.count("```") % 2 else text
+
+
+def details_html(final: Final) -> str:
+    texts = {p.number: p.text for p in final.passages}
+    parts = [
+        provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
+        grounding_html(final.grounding, final.citations.invalid),
+        sources_html(final.sources),
+        f'<div class="sr-stats">{html.escape(stats_line(final.stats, final.finish_reason))}</div>',
+    ]
+    return '<div class="sr-details">' + "".join(p for p in parts if p) + "</div>"
+
+
+def merge_verbatim(segments: Sequence[Segment], passage_texts: dict[int, str]) -> list[Segment]:
+    """Grow each copied span over the segments after it while the joined text is still verbatim in its passage.
+
+    The engine's copies come in pieces (each verified draft is followed by the target's own
+    token, which often is the source's next character too); one mark per piece is noise.
+    A merged span is only ever claimed for text that its passage contains word for word.
+    """
+    merged: list[Segment] = []
+    for segment in segments:
+        last = merged[-1] if merged else None
+        if last is not None and last.passage is not None:
+            joined = last.text + segment.text
+            if segment.passage in (None, last.passage) and joined in passage_texts.get(last.passage, ""):
+                merged[-1] = Segment(joined, last.passage)
+                continue
+        if last is not None and last.passage is None and segment.passage is None:
+            merged[-1] = Segment(last.text + segment.text, None)
+            continue
+        merged.append(segment)
+    return merged
+
+
+def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any]]) -> str:
+    """The answer with every copied span marked by its source number, and the legend of those numbers."""
+    copied = sorted({s.passage for s in segments if s.passage is not None})
+    if not copied:
+        return '<div class="sr-prov-none">Provenance: nothing was copied verbatim from the sources.</div>'
+    spans = []
+    for segment in segments:
+        text = html.escape(segment.text)
+        if segment.passage is None:
+            spans.append(text)
+        else:
+            n = segment.passage
+            spans.append(
+                f'<span class="prov prov-c{n % PALETTE}" title="copied verbatim from source [{n}]">{text}'
+                f'<sup class="prov-n">{n}</sup></span>'
+            )
+    titles = {s["number"]: s["title"] or s["path"] for s in sources}
+    legend = " ".join(
+        f'<span class="prov prov-c{n % PALETTE}">[{n}]</span> {html.escape(titles.get(n, ""))}' for n in copied
+    )
+    return (
+        '<div class="sr-prov"><div class="sr-h">Provenance</div>'
+        f'<div class="sr-prov-text">{"".join(spans)}</div>'
+        f'<div class="sr-legend">Copied verbatim from source: {legend} · unmarked text: written by the model</div>'
+        "</div>"
+    )
+
+
+def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) -> str:
+    """Warnings for commands, options, paths and code that appear in no passage (and for bad [n] markers)."""
+    lines = [
+        f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b></li>"
+        for item in items
+        if not item.found
+    ]
+    lines += [f"<li>the answer cites [{n}], which is not among the sources</li>" for n in invalid]
+    found = sum(item.found for item in items)
+    note = (
+        f'<div class="sr-ok">✓ {found} command/path/code item(s) found verbatim in the sources</div>' if found else ""
+    )
+    if not lines:
+        return note
+    return (
+        '<div class="sr-warn"><div class="sr-h">⚠ Check before running: not found in the sources</div>'
+        f"<ul>{''.join(lines)}</ul></div>{note}"
+    )
+
+
+def sources_html(sources: Sequence[dict[str, Any]]) -> str:
+    if not sources:
+        return '<div class="sr-sources"><div class="sr-h">Sources</div>none</div>'
+    rows = "".join(source_row(s) for s in sources)
+    return f'<div class="sr-sources"><div class="sr-h">Sources</div>{rows}</div>'
+
+
+def source_row(source: dict[str, Any]) -> str:
+    n = source["number"]
+    heading = f" › {html.escape(source['heading'])}" if source.get("heading") else ""
+    score = f" · score {source['score']:.3f}" if source.get("score") is not None else ""
+    marks = (["cited"] if source.get("cited") else []) + (
+        [f"{source['copied_tokens']} tokens copied"] if source.get("copied_tokens") else []
+    )
+    badge = f' <span class="sr-badge">{", ".join(marks)}</span>' if marks else ""
+    title = html.escape(source.get("title") or source["path"])
+    return (
+        f'<details class="sr-source"><summary><span class="prov prov-c{n % PALETTE}">[{n}]</span> '
+        f'<b>{title}</b>{heading} <span class="sr-path">{html.escape(source["path"])}{score}</span>{badge}'
+        f'</summary><pre class="sr-chunk">{html.escape(source.get("text", ""))}</pre></details>'
+    )
+
+
+def stats_line(stats: dict[str, Any], finish_reason: str = "") -> str:
+    """tok/s, tokens per target pass, share copied, draft acceptance, time to first token (as `specrag ask`)."""
+    drafted = sum((stats.get("drafted") or {}).values())
+    acceptance = f"{stats.get('acceptance_rate', 0.0):.0%}" if drafted else "n/a"
+    parts = [
+        f"{stats.get('new_tokens', 0)} tokens",
+        f"{stats.get('decode_tokens_per_s', 0.0):.1f} tok/s",
+        f"{stats.get('tokens_per_pass', 0.0):.2f} tokens/pass",
+        f"copied {stats.get('copied_share', 0.0):.0%}",
+        f"acceptance {acceptance}",
+    ]
+    if "time_to_first_token_s" in stats:
+        parts.append(f"first token {stats['time_to_first_token_s']:.2f} s")
+    if stats.get("speculation"):
+        parts.append(f"speculation {stats['speculation']}")
+    if finish_reason:
+        parts.append(finish_reason)
+    return " · ".join(parts)

@@ -1,0 +1,40 @@
+"""`specrag chat` as a subprocess on the hand-wired tiny model and a fixture index, for browser and load tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from chat_process import running_chat
+from tiny_chat import save_chat_model, write_fixture_docs
+
+EVENT_DELAY = 0.1  # seconds after each streamed event: a slow model, so streaming and stop are observable
+
+
+def build_fixture_index(tmp: Path) -> Path:
+    """The fixture docs indexed with the packaged MiniLM (the embedder the server loads too)."""
+    from retrieval.ingest import ingest
+
+    index = tmp / "index"
+    report = ingest([write_fixture_docs(tmp / "docs")], index)
+    assert report.chunks >= 3
+    return index
+
+
+@pytest.fixture(scope="session")
+def chat_server(tmp_path_factory):
+    """A running `specrag chat` on the tiny model: yields (url, feedback_db, tmp dir)."""
+    tmp = tmp_path_factory.mktemp("chat")
+    model = save_chat_model(tmp / "tiny-chat-model")
+    index = build_fixture_index(tmp)
+    feedback = tmp / "feedback.db"
+    args = [
+        "--index", str(index), "--target", str(model), "--draft", str(model), "--max-new-tokens", "96",
+        "--passages", "3", "--feedback-db", str(feedback), "--event-delay", str(EVENT_DELAY),
+    ]  # fmt: skip
+    with running_chat(tmp, *args) as url:
+        yield url, feedback, tmp

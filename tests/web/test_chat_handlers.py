@@ -1,0 +1,241 @@
+"""The chat's handlers in-process on the tiny hand-wired model: streaming, history, stop, errors, feedback."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+from tiny_chat import CYCLE, FIXTURE_DOCS, bigram_chat_model
+
+from app.copilot import AnswerOptions, Copilot, CopilotOptions, LoadedEngine
+from app.feedback import FeedbackStore
+from app.web import chat
+from app.web.backend import Backend
+from app.web.session import ChatState
+from generation.engine import Engine
+from generation.errors import ModelError
+from tiny import byte_tokenizer
+
+OPTIONS = {"temperature": 0.0, "passages": 3, "speculation": "hybrid", "max_new_tokens": 48}
+
+
+@dataclass
+class Hit:
+    text: str
+    source: str
+    chunk_id: str
+    score: float
+    title: str = "Runbook"
+    heading: str = "Section"
+
+
+class FakeRetriever:
+    def retrieve(self, query, k):
+        return [Hit(text, name, name, 1.0 / (i + 1)) for i, (name, text) in enumerate(FIXTURE_DOCS.items())][:k]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    model = bigram_chat_model()
+    return Engine(model, byte_tokenizer(), model)
+
+
+def ready_backend(engine, tmp_path, retriever=None, index_dir=None) -> Backend:
+    options = CopilotOptions(index_dir=index_dir, answer=AnswerOptions(**OPTIONS))
+
+    def loader(opts):
+        return Copilot(LoadedEngine(engine, "/models/bigram", "/models/bigram"), opts, retriever)
+
+    backend = Backend(options, feedback=FeedbackStore(tmp_path / "feedback.db"), loader=loader).start()
+    assert backend.wait(30) and backend.state().phase == "ready"
+    return backend
+
+
+def answer_of(messages) -> str:
+    return messages[2]["content"] if len(messages) > 2 else ""
+
+
+def test_answer_streams_then_ends_with_sources_stats_and_provenance(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    steps = list(chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None, event_delay=0.06))
+    thoughts = [messages[1]["metadata"]["title"] for messages, _ in steps]
+    assert thoughts[0] == "waiting for the engine…" and any("searching" in t for t in thoughts)
+    answers = [answer_of(messages) for messages, _ in steps]
+    assert len({a for a in answers if a}) >= 2, "the answer did not stream"
+    final = steps[-1][0][2]["content"]
+    assert CYCLE.strip()[:10] in final and "sr-sources" in final and "tok/s" in final and 'class="prov' in final
+    assert steps[-1][0][1]["metadata"]["status"] == "done"
+
+
+def test_follow_up_passes_the_history_on(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
+    *_, (messages, state) = chat.respond(backend, "And after that?", state, OPTIONS, None)
+    assert len(state.history()) == 2 and "with 1 earlier turn" in messages[-2]["metadata"]["title"]
+
+
+def test_stop_ends_the_answer_within_a_pass_and_frees_the_engine(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    steps = chat.respond(backend, "Read it all out", None, OPTIONS | {"max_new_tokens": 1024}, None)
+    for messages, state in steps:  # noqa: B007 - the last state is read below
+        if answer_of(messages):
+            backend.stop_flag("default").set()
+    exchange = state.exchanges[-1]
+    assert exchange.note == "stopped" and exchange.final is None and len(exchange.answer) < 1024
+    assert not backend.copilot().busy and state.history() == []
+
+
+def test_a_closed_stream_disconnect_frees_the_engine(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    steps = chat.respond(backend, "Read it all out", None, OPTIONS | {"max_new_tokens": 1024}, None)
+    for messages, _ in steps:
+        if answer_of(messages):
+            assert backend.copilot().busy
+            break
+    steps.close()  # what gradio does on disconnect or new conversation
+    assert not backend.copilot().busy
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [("   ", "the question is empty"), ("why? " * 2000, "exceeds the model")],
+    ids=["empty", "over-budget"],
+)
+def test_bad_questions_get_a_message_in_the_chat(engine, tmp_path, question, expected):
+    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    *_, (messages, _) = chat.respond(backend, question, None, OPTIONS, None)
+    assert expected in messages[-1]["content"] and "sr-error" in messages[-1]["content"]
+    assert not backend.copilot().busy
+
+
+def test_a_missing_index_is_explained_in_the_chat(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, retriever=None, index_dir=tmp_path / "no-index")
+    *_, (messages, _) = chat.respond(backend, "How do I drain a node?", None, OPTIONS, None)
+    assert "no index at" in messages[-1]["content"] and "specrag ingest" in messages[-1]["content"]
+
+
+def test_an_index_that_gives_no_passages_is_flagged_above_the_answer(engine, tmp_path):
+    class Empty:
+        def retrieve(self, query, k):
+            return []
+
+    backend = ready_backend(engine, tmp_path, Empty())
+    *_, (messages, _) = chat.respond(backend, "How do I drain a node?", None, OPTIONS, None)
+    assert "no passages: the index is empty" in messages[2]["content"] and "Sources" in messages[3]["content"]
+
+
+def test_a_model_that_fails_to_load_is_shown_and_the_server_keeps_serving(tmp_path):
+    def loader(options):
+        raise ModelError("cannot load a causal LM from /nowhere")
+
+    backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=loader).start()
+    assert backend.wait(30) and backend.state().phase == "failed"
+    assert "failed to load" in chat.banner(backend)[0]
+    *_, (messages, _) = chat.respond(backend, "anything", None, OPTIONS, None)
+    assert "the models failed to load: cannot load a causal LM" in messages[-1]["content"]
+
+
+def test_a_question_asked_while_models_load_waits_for_them(engine, tmp_path):
+    release = threading.Event()
+
+    def loader(options):
+        release.wait(10)
+        return Copilot(LoadedEngine(engine, "/models/bigram", None), options, FakeRetriever())
+
+    backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=loader).start()
+    steps = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
+    next(steps)
+    messages, _ = next(steps)
+    assert "waiting for the models to load" in messages[1]["metadata"]["title"]
+    assert "Starting" in chat.banner(backend)[0]
+    release.set()
+    *_, (messages, state) = steps
+    assert state.exchanges[-1].final is not None
+
+
+def test_stop_while_waiting_for_the_models_ends_the_question(tmp_path):
+    release = threading.Event()
+    backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=lambda o: release.wait(10))
+    backend.start()
+    steps = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
+    next(steps)
+    backend.stop_flag("default").set()
+    *_, (messages, state) = steps
+    release.set()
+    assert state.exchanges[-1].note == "stopped" and "stopped" in messages[-1]["content"]
+
+
+def test_thumbs_up_is_stored_with_question_answer_sources_stats_and_models(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
+    note, comment = chat.record_feedback(backend, state, "spot on", SimpleNamespace(index=2, liked=True), None)
+    assert "saved" in note and comment == ""
+    (vote,) = FeedbackStore(tmp_path / "feedback.db").all()
+    assert vote["rating"] == "up" and vote["comment"] == "spot on" and vote["channel"] == "web"
+    assert vote["question"] == "How do I rotate the glyph bank?" and CYCLE.strip()[:10] in vote["answer"]
+    assert vote["sources"] and "text" not in vote["sources"][0] and vote["stats"]["new_tokens"] > 0
+    assert vote["models"]["target"] == "/models/bigram"
+    note, _ = chat.record_feedback(backend, ChatState(), "", SimpleNamespace(index=0, liked=False), None)
+    assert "finished answers only" in note
+
+
+def test_api_record_is_the_finished_answer(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
+    record = chat.api_record(state.exchanges[-1])
+    assert record["done"] and record["finish_reason"] == "length" and record["sources"][0]["document"] == "glyphs.md"
+
+
+def test_first_start_builds_the_runbook_index_once(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "retrieval"))
+    from retrieval_fakes import FakeEmbedder
+
+    from app.ingest_cmd import ensure_corpus_index
+
+    report = ensure_corpus_index("runbooks", tmp_path / "index", embedder=FakeEmbedder())
+    assert report is not None and report.chunks > 10
+    assert ensure_corpus_index("runbooks", tmp_path / "index", embedder=FakeEmbedder()) is None
+
+
+def test_login_comes_from_both_environment_variables_or_neither(monkeypatch):
+    from app.chat_cmd import login_from_env
+    from core.errors import SpecragError
+
+    monkeypatch.delenv("SPECRAG_CHAT_USER", raising=False)
+    monkeypatch.delenv("SPECRAG_CHAT_PASSWORD", raising=False)
+    assert login_from_env() is None
+    monkeypatch.setenv("SPECRAG_CHAT_USER", "ops")
+    with pytest.raises(SpecragError, match="set both"):
+        login_from_env()
+    monkeypatch.setenv("SPECRAG_CHAT_PASSWORD", "s3cret")
+    assert login_from_env() == ("ops", "s3cret")
+
+
+def test_binding_beyond_localhost_warns_and_never_shares(monkeypatch, capsys, tmp_path):
+    import app.web.layout as layout
+    from app.chat_cmd import run
+    from app.cli import build_parser
+
+    launched = {}
+
+    class FakeApp:
+        def queue(self, **kwargs):
+            launched["queue"] = kwargs
+
+        def launch(self, **kwargs):
+            launched.update(kwargs)
+
+    monkeypatch.setattr(layout, "build_app", lambda *a, **k: FakeApp())
+    monkeypatch.setattr(Backend, "start", lambda self: self)
+    monkeypatch.delenv("SPECRAG_CHAT_USER", raising=False)
+    monkeypatch.delenv("SPECRAG_CHAT_PASSWORD", raising=False)
+    args = build_parser().parse_args(["chat", "--host", "0.0.0.0", "--feedback-db", str(tmp_path / "f.db")])
+    assert run(args) == 0
+    assert "warning: binding 0.0.0.0 exposes the chat" in capsys.readouterr().err
+    assert launched["server_name"] == "0.0.0.0" and launched["share"] is False and launched["auth"] is None
+    assert build_parser().parse_args(["chat"]).host == "127.0.0.1"

@@ -1,0 +1,67 @@
+"""What the chat shows for an answer: provenance marks with a legend, grounding warnings, sources, stats."""
+
+from app.copilot import GroundingItem, Segment
+from app.web import render
+
+SOURCES = [
+    {"number": 1, "title": "Slurm controller", "heading": "Restart", "path": "runbooks/slurm.md", "score": 0.5,
+     "cited": True, "copied_tokens": 12, "text": "Restart with systemctl restart slurmctld <now>."},
+    {"number": 2, "title": "", "heading": "", "path": "munge.md", "score": None, "cited": False,
+     "copied_tokens": 0, "text": "Munge keys"},
+]  # fmt: skip
+STATS = {
+    "new_tokens": 40, "decode_tokens_per_s": 12.34, "tokens_per_pass": 2.5, "copied_share": 0.4,
+    "acceptance_rate": 0.75, "drafted": {"ngram": 8, "model": 0}, "time_to_first_token_s": 1.234,
+    "speculation": "hybrid",
+}  # fmt: skip
+
+
+def test_stats_line_has_speed_passes_copies_acceptance_and_first_token():
+    line = render.stats_line(STATS, "eos")
+    assert line == (
+        "40 tokens · 12.3 tok/s · 2.50 tokens/pass · copied 40% · acceptance 75% · first token 1.23 s · "
+        "speculation hybrid · eos"
+    )
+    assert "acceptance n/a" in render.stats_line(STATS | {"drafted": {}})
+
+
+def test_copied_spans_are_marked_with_their_source_number_and_a_legend():
+    segments = [Segment("Run "), Segment("systemctl restart", 1), Segment(" now.")]
+    html = render.provenance_html(segments, SOURCES)
+    assert 'class="prov prov-c1"' in html and '<sup class="prov-n">1</sup>' in html
+    assert "Copied verbatim from source" in html and "Slurm controller" in html
+    assert "nothing was copied" in render.provenance_html([Segment("all mine")], SOURCES)
+
+
+def test_pieces_of_one_copy_merge_only_while_the_text_stays_verbatim():
+    passage = "Restart with systemctl restart slurmctld now."
+    pieces = [Segment("Restart with sys", 1), Segment("t"), Segment("emctl", 1), Segment(" and then", None)]
+    merged = render.merge_verbatim(pieces, {1: passage})
+    assert merged == [Segment("Restart with systemctl", 1), Segment(" and then")]
+
+
+def test_ungrounded_items_are_flagged_not_found_and_html_is_escaped():
+    items = [GroundingItem("scontrol --force<x>", "option", False), GroundingItem("/etc/munge", "path", True)]
+    html = render.grounding_html(items, invalid=[7])
+    assert "not found in the sources" in html and "scontrol --force&lt;x&gt;" in html
+    assert "cites [7]" in html and "1 command/path/code item(s) found" in html
+    assert render.grounding_html([GroundingItem("/etc/munge", "path", True)]).count("not found") == 0
+
+
+def test_sources_show_title_heading_path_score_and_the_chunk_on_expand():
+    html = render.sources_html(SOURCES)
+    assert "<details" in html and "Slurm controller" in html and "› Restart" in html
+    assert "runbooks/slurm.md · score 0.500" in html and "cited, 12 tokens copied" in html
+    assert "&lt;now&gt;" in html and "munge.md" in html
+
+
+def test_status_messages_carry_gradio_thought_metadata():
+    pending = render.status_message("searching…", ["0.0 s · searching"], pending=True)
+    assert pending["metadata"] == {"title": "searching…", "status": "pending"}
+    done = render.status_message("read 3 passages", [], pending=False, duration=1.26)
+    assert done["metadata"]["status"] == "done" and done["metadata"]["duration"] == 1.3
+
+
+def test_an_open_code_fence_is_closed_so_the_page_below_renders():
+    assert render.close_fences("```bash\nsinfo -R") == "```bash\nsinfo -R\n```"
+    assert render.answer_message("", "stopped")["content"] == "*stopped*"
