@@ -10,6 +10,7 @@ import sys
 COMMANDS = {
     "ask": "app.ask",
     "bench": "app.bench",
+    "eval": "app.eval_cmd",
     "feedback": "app.feedback_cmd",
     "ingest": "app.ingest_cmd",
     "search": "app.search_cmd",
