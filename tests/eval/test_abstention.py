@@ -20,7 +20,7 @@ ABSTAINING = [
 ]
 
 ANSWERING = [
-    "Use scontrol update NodeName=n1 State=DRAIN Reason=\"firmware\". If the node does not respond, check slurmd.",
+    'Use scontrol update NodeName=n1 State=DRAIN Reason="firmware". If the node does not respond, check slurmd.',
     "Run sinfo. The output does not include drained nodes unless you pass -R.",
     "Set ReturnToService=1 in slurm.conf [2]. Nodes then return to service when they register. This avoids manual "
     "work. Note that the context does not say in which version this default changed.",

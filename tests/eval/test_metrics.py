@@ -64,7 +64,9 @@ def test_token_f1_by_hand():
 
 
 def test_reference_contained_matches_whole_words():
-    assert metrics.reference_contained("It was sung by George Harrison in 1987.", ["James Ray", "George Harrison"]) == 1.0
+    assert (
+        metrics.reference_contained("It was sung by George Harrison in 1987.", ["James Ray", "George Harrison"]) == 1.0
+    )
     assert metrics.reference_contained("Harrisonburg", ["Harrison"]) == 0.0
 
 

@@ -106,7 +106,10 @@ def test_limit_counts_valid_questions_and_bad_input_is_an_error(tmp_path):
 
 def test_the_slurm_question_set_reads_cleanly():
     questions, skipped = read_questions(SLURM)
-    assert skipped == [] and len(questions) >= 55
+    assert skipped == [] and len(questions) >= 60
+    assert all(q.references for q in questions)
+    assert all(q.keywords for q in questions if not q.unanswerable)
+    assert sum(q.unanswerable for q in questions) >= 5
 
 
 @pytest.mark.skipif(not SPEC_BENCH.exists(), reason="shared Spec-Bench file not present")
