@@ -73,14 +73,18 @@ def summarize(rows: Sequence[dict[str, Any]], config: dict[str, Any] | None = No
         "errors": [{"id": r["id"], "error": r.get("error")} for r in rows if r.get("status") != "ok"],
         "metrics": {name: describe([get(r) for r in ok]) for name, get in HEADLINE.items()},
         "speedup_geomean": geomean([HEADLINE["speedup"](r) for r in ok]),
-        "by_kind": {
-            kind: {"questions": len(sub)} | {n: describe([HEADLINE[n](r) for r in sub])["mean"] for n in PER_KIND}
-            for kind in kinds
-            for sub in [[r for r in ok if (r.get("kind") or "-") == kind]]
-        },
+        "by_kind": {kind: by_kind(ok, kind) for kind in kinds},
         "hit_at_k": {k: describe([_at("retrieval", "metrics", f"hit@{k}")(r) for r in ok])["mean"] for k in KS},
         "worst_retrieval": [_brief(r) for r in worst(ok, retrieval_score)],
         "worst_answers": [_brief(r) for r in worst(ok, answer_score)],
+    }
+
+
+def by_kind(rows: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """Question count and the mean of each PER_KIND metric over the rows of one kind ("-": no kind)."""
+    subset = [r for r in rows if (r.get("kind") or "-") == kind]
+    return {"questions": len(subset)} | {
+        name: describe([HEADLINE[name](r) for r in subset])["mean"] for name in PER_KIND
     }
 
 

@@ -78,6 +78,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
     return {
         "text": final.answer,
         "finish_reason": final.finish_reason,
+        "passages_in_prompt": len(final.passages),
         "keyword_recall": metrics.keyword_recall(final.answer, question.keywords),
         "exact_match": metrics.exact_match(final.answer, question.references),
         "f1": metrics.token_f1(final.answer, question.references),
