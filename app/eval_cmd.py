@@ -63,7 +63,8 @@ def run(args: argparse.Namespace, copilot_factory: Callable[[CopilotOptions, boo
     config = run_config(args, len(questions), len(skipped))
     if todo:
         copilot = (copilot_factory or load_copilot)(options, args.retrieval_only)
-        config |= {"models": None if args.retrieval_only else copilot.loaded.describe()}
+        if not args.retrieval_only:
+            config |= copilot.loaded.describe()  # the weights actually loaded, not the flag values
         write_atomic(args.out / "run.json", json.dumps(config, indent=1, default=str) + "\n")
         evaluate_all(copilot, todo, results, args)
     wanted = {q.id for q in questions}
