@@ -6,7 +6,8 @@ Unless --skip-ingest is given, the corpus (--docs, default: the Slurm docs) is c
 the index (DIR-docs/) and ingested into DIR from scratch, timed: full ingest, re-ingest with
 nothing changed (in process and through the CLI), one file touched (same bytes), one file
 edited, and the edit reverted. Then every question is asked of the three retrievers; a hit
-means one of the top-5 chunks comes from a gold page (sources compared by file name).
+means one of the top-5 chunks comes from a gold page (app.eval.metrics: ranx, sources matched by
+file name); questions with `gold: []` (the corpus cannot answer them) are left out.
 Latency is measured on the hybrid retriever with k=8 after a warm-up, over all questions.
 """
 
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.eval.metrics import retrieval_metrics
 from core.atomic import write_atomic
 
 if TYPE_CHECKING:
@@ -118,10 +120,11 @@ def load_questions(path: Path) -> list[dict]:
 
 
 def hit_rate(retriever: Retriever, questions: list[dict], k: int = 5) -> dict:
+    questions = [q for q in questions if q["gold"]]  # gold [] marks a question the corpus cannot answer
     misses = []
     for q in questions:
-        names = {Path(r.source).name for r in retriever.retrieve(q["question"], k=k)}
-        if not names & set(q["gold"]):
+        sources = [r.source for r in retriever.retrieve(q["question"], k=k)]
+        if not retrieval_metrics(sources, q["gold"], ks=(k,))[f"hit@{k}"]:  # ranx, as in specrag eval
             misses.append(q["id"])
     return {f"hit@{k}": round(1 - len(misses) / len(questions), 4), "misses": misses}
 

@@ -11,6 +11,7 @@ COMMANDS = {
     "ask": "app.ask",
     "bench": "app.bench",
     "chat": "app.chat_cmd",
+    "eval": "app.eval_cmd",
     "feedback": "app.feedback_cmd",
     "ingest": "app.ingest_cmd",
     "search": "app.search_cmd",

@@ -41,7 +41,7 @@ class ContextBudgetError(SpecragError):
 class Copilot:
     def __init__(
         self,
-        loaded: LoadedEngine | None,  # None: retrieval only (search, gate calibration, eval --retrieval-only)
+        loaded: LoadedEngine | None,  # None: a retrieval-only copilot (see retrieval_only)
         options: CopilotOptions | None = None,
         retriever: Any = None,  # anything with retrieve(query, k) -> scored chunks; opened lazily when None
     ) -> None:
@@ -59,14 +59,14 @@ class Copilot:
         return cls(loading.load_engine(models), options)  # tests swap loading.load_engine for tiny models
 
     @classmethod
-    def retrieval_only(cls, options: CopilotOptions | None = None) -> Copilot:
-        """A copilot that retrieves but loads no language model."""
-        return cls(None, options)
+    def retrieval_only(cls, options: CopilotOptions | None = None, retriever: Any = None) -> Copilot:
+        """A copilot that loads no generation models: `retrieve` works, `answer` raises SpecragError."""
+        return cls(None, options, retriever)
 
     @property
     def engine(self) -> Engine:
         if self.loaded is None:
-            raise SpecragError("this copilot was opened for retrieval only: it has no language model")
+            raise SpecragError("this copilot was opened for retrieval only: it has no models to answer with")
         return self.loaded.engine
 
     @property

@@ -141,7 +141,7 @@ def spec_bench_rows(path: str | Path, limit: int | None = None) -> list[dict]:
             raw = json.loads(line)
         except json.JSONDecodeError:
             raw = None
-        rows.append(_bench_row(raw, path, number))
+        rows.append(spec_bench_row(raw, path, number))
         if limit is not None and len(rows) >= limit:
             break
     if not rows:
@@ -149,7 +149,8 @@ def spec_bench_rows(path: str | Path, limit: int | None = None) -> list[dict]:
     return rows
 
 
-def _bench_row(raw: object, path: Path, number: int) -> dict:
+def spec_bench_row(raw: object, path: Path, number: int) -> dict:
+    """One parsed Spec-Bench row (see spec_bench_rows); raises SpecragError naming FILE:LINE if it is not one."""
     turns = raw.get("turns") if isinstance(raw, dict) else None
     if not isinstance(turns, list) or not turns or not isinstance(turns[0], str):
         raise SpecragError(

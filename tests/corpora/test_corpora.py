@@ -93,16 +93,25 @@ def test_questions_are_well_formed() -> None:
     assert len(questions) >= 36
     ids = [q["id"] for q in questions]
     assert len(ids) == len(set(ids)), "question ids must be unique"
+    fields = {"id", "question", "gold", "answer_hint", "reference_answer", "answer_keywords", "kind"}
     for q in questions:
-        assert set(q) == {"id", "question", "gold", "answer_hint"}, q["id"]
+        assert set(q) == fields, q["id"]
         assert re.fullmatch(r"slurm-\d{3}", q["id"]), q["id"]
         assert q["question"].strip().endswith("?"), q["id"]
-        assert q["answer_hint"].strip(), q["id"]
-        assert isinstance(q["gold"], list) and q["gold"], q["id"]
+        assert q["answer_hint"].strip() and q["reference_answer"].strip(), q["id"]
+        assert isinstance(q["gold"], list), q["id"]
+        answerable = q["kind"] != "unanswerable"
+        assert bool(q["gold"]) == answerable, f"{q['id']}: only unanswerable questions have no gold page"
+        assert bool(q["answer_keywords"]) == answerable, f"{q['id']}: keywords are for answerable questions"
+        assert all(isinstance(k, str) and k.strip() for k in q["answer_keywords"]), q["id"]
         assert len(set(q["gold"])) == len(q["gold"]), f"{q['id']}: duplicate gold page"
         for page in q["gold"]:
             assert re.fullmatch(r"[\w.-]+\.html", page), f"{q['id']}: gold must be an html basename: {page}"
             assert page not in q["question"], f"{q['id']}: question names its own gold page"
+
+
+def test_at_least_five_questions_the_docs_cannot_answer() -> None:
+    assert sum(q["kind"] == "unanswerable" for q in _load_questions()) >= 5
 
 
 def test_gold_pages_exist_in_slurm_docs() -> None:

@@ -1,0 +1,141 @@
+"""One question through the copilot pipeline -> one results row.
+
+Retrieval: `Copilot.retrieve(question, 10)` ranks 10 candidates (for hit@k, k = 1..10) and
+the first `options.passages` of them are the prompt's passages, given to `Copilot.answer`
+as they were ranked (so the answer sees exactly what was scored). Spec-Bench rows bring
+their own passages and skip retrieval. With `compare_plain` the same question, with the
+same passages, is answered again with speculation "none": decode speedup = speculative
+decode tok/s / plain decode tok/s (prefill excluded; the engine reuses the prefilled
+prompt for the second answer, so end-to-end times favour whichever runs second), and
+`identical` = the two answers' token ids are equal (expected under greedy decoding).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from app.copilot import AnswerOptions, Copilot, Final, Passage, collect
+from app.eval import metrics
+from app.eval.abstention import abstains
+from app.eval.questions import Question
+from core.errors import SpecragError
+
+
+def evaluate_question(
+    copilot: Copilot, question: Question, options: AnswerOptions, compare_plain: bool, retrieval_only: bool
+) -> dict[str, Any]:
+    """The results row of one question; a SpecragError (e.g. context budget) becomes an error row."""
+    row: dict[str, Any] = {"id": question.id, "kind": question.kind, "question": question.question}
+    row |= {"line": question.line, "unanswerable": question.unanswerable, "status": "ok"}
+    try:
+        passages, row["retrieval"] = retrieve(copilot, question, options.passages)
+        if retrieval_only:
+            return row
+        final = collect(copilot.answer(question.question, options=options, passages=passages))
+        row["answer"] = answer_record(final, question)
+        row["abstention"] = abstention_record(final.answer, question)
+        row["speed"] = speed_record(final.stats)
+        if compare_plain:
+            plain_options = replace(options, speculation="none")
+            plain = collect(copilot.answer(question.question, options=plain_options, passages=passages))
+            row["plain"] = plain_record(final, plain, options.temperature)
+    except SpecragError as err:
+        row |= {"status": "error", "error": str(err)}
+    return row
+
+
+def retrieve(copilot: Copilot, question: Question, k: int) -> tuple[list[Passage], dict[str, Any]]:
+    """The prompt's passages and the retrieval record (ranked sources with scores, metrics)."""
+    if question.chunks is not None:
+        passages = [Passage(i + 1, text, "") for i, text in enumerate(question.chunks)]
+        return passages, {"given": True, "sources": [], "metrics": None, "seconds": 0.0}
+    started = time.perf_counter()
+    candidates = copilot.retrieve(question.question, max(metrics.CANDIDATES, k))
+    seconds = time.perf_counter() - started
+    gold = question.gold_sources or ()
+    sources = [
+        {
+            "rank": p.number,
+            "path": p.source,
+            "title": p.title,
+            "heading": p.heading,
+            "score": p.score,
+            "chunk_id": p.chunk_id,
+            "gold": any(metrics.source_matches(p.source, g) for g in gold),
+        }
+        for p in candidates
+    ]
+    scores = metrics.retrieval_metrics([p.source for p in candidates[: metrics.CANDIDATES]], gold)
+    record = {"given": False, "sources": sources, "metrics": scores, "seconds": round(seconds, 4)}
+    return candidates[:k], record
+
+
+def answer_record(final: Final, question: Question) -> dict[str, Any]:
+    citations = final.citations
+    items = final.grounding
+    return {
+        "text": final.answer,
+        "finish_reason": final.finish_reason,
+        "passages_in_prompt": len(final.passages),
+        "keyword_recall": metrics.keyword_recall(final.answer, question.keywords),
+        "exact_match": metrics.exact_match(final.answer, question.references),
+        "f1": metrics.token_f1(final.answer, question.references),
+        "reference_contained": metrics.reference_contained(final.answer, question.references),
+        "citations": {
+            "valid": not citations.invalid,
+            "markers": citations.markers,
+            "invalid": citations.invalid,
+            "cited": citations.valid,
+            "copied": {str(n): tokens for n, tokens in citations.copied.items()},
+            "cited_sources": sorted({p.source for p in final.passages if p.number in citations.valid and p.source}),
+        },
+        "grounding": {
+            "items": len(items),
+            "found": sum(item.found for item in items),
+            "share": round(sum(item.found for item in items) / len(items), 4) if items else None,
+            "ungrounded": [item.text for item in final.ungrounded],
+        },
+    }
+
+
+def abstention_record(answer: str, question: Question) -> dict[str, Any] | None:
+    """Correct when an unanswerable question abstains, or an answerable one does not; None if unknown."""
+    abstained = abstains(answer)
+    if question.gold_sources is None and question.chunks is None:
+        return {"expected": None, "abstained": abstained, "correct": None}
+    expected = question.unanswerable
+    return {"expected": expected, "abstained": abstained, "correct": abstained == expected}
+
+
+def speed_record(stats: dict[str, Any]) -> dict[str, Any]:
+    drafted, accepted = stats.get("drafted", {}), stats.get("accepted", {})
+    return {
+        "speculation": stats.get("speculation"),
+        "ttft_s": stats.get("time_to_first_token_s"),
+        "total_s": stats.get("elapsed_s"),
+        "prefill_s": stats.get("prefill_s"),
+        "decode_s": stats.get("decode_s"),
+        "new_tokens": stats.get("new_tokens"),
+        "decode_tokens_per_s": stats.get("decode_tokens_per_s"),
+        "tokens_per_pass": stats.get("tokens_per_pass"),
+        "target_passes": stats.get("target_passes"),
+        "acceptance": {d: round(accepted.get(d, 0) / n, 4) for d, n in drafted.items() if n},
+        "drafted": drafted,
+        "accepted": accepted,
+        "copied_share": stats.get("copied_share"),
+    }
+
+
+def plain_record(final: Final, plain: Final, temperature: float) -> dict[str, Any]:
+    spec_tps, plain_tps = final.stats.get("decode_tokens_per_s") or 0.0, plain.stats.get("decode_tokens_per_s") or 0.0
+    spec_total, plain_total = final.stats.get("elapsed_s") or 0.0, plain.stats.get("elapsed_s") or 0.0
+    return {
+        "answer": plain.answer,
+        "speed": speed_record(plain.stats),
+        "speedup": round(spec_tps / plain_tps, 4) if plain_tps > 0 and spec_tps > 0 else None,
+        "speedup_total": round(plain_total / spec_total, 4) if spec_total > 0 else None,
+        "identical": list(final.output_ids) == list(plain.output_ids),
+        "greedy": temperature == 0,
+    }

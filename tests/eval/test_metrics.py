@@ -1,0 +1,78 @@
+"""Each metric on handcrafted cases whose values are worked out by hand."""
+
+import math
+
+import pytest
+
+from app.eval import metrics
+
+DOCS = "/cache/slurm/html"
+
+
+def test_source_matching_by_basename_or_path_suffix():
+    assert metrics.source_matches(f"{DOCS}/sbatch.html", "sbatch.html")
+    assert metrics.source_matches(f"{DOCS}/sbatch.html", "html/sbatch.html")
+    assert metrics.source_matches(f"{DOCS}/sbatch.html", f"{DOCS}/sbatch.html")
+    assert not metrics.source_matches(f"{DOCS}/xsbatch.html", "sbatch.html")
+    assert not metrics.source_matches(f"{DOCS}/sbatch.html", "other/sbatch.html")
+    assert not metrics.source_matches(f"{DOCS}/sbatch.html", "")
+
+
+def test_first_hit_at_rank_two_of_one_gold_source():
+    scores = metrics.retrieval_metrics([f"{DOCS}/a.html", f"{DOCS}/gold.html", f"{DOCS}/b.html"], ["gold.html"])
+    assert scores["hit@1"] == 0.0
+    assert scores["hit@2"] == scores["hit@10"] == 1.0
+    assert scores["recall@1"] == 0.0 and scores["recall@2"] == 1.0
+    assert scores["mrr"] == 0.5
+    assert scores["ndcg@2"] == pytest.approx(1 / math.log2(3), abs=1e-6)  # DCG 1/log2(3), IDCG 1
+
+
+def test_two_of_three_gold_sources_with_a_duplicate_passage():
+    ranked = [f"{DOCS}/a.html", f"{DOCS}/x.html", f"{DOCS}/a.html", f"{DOCS}/c.html"]
+    scores = metrics.retrieval_metrics(ranked, ["c.html", "a.html", "z.html"])
+    assert scores["hit@1"] == 1.0 and scores["mrr"] == 1.0
+    assert scores["recall@3"] == pytest.approx(1 / 3, abs=1e-6)  # the second a.html passage adds nothing
+    assert scores["recall@4"] == pytest.approx(2 / 3, abs=1e-6)
+    dcg = 1 + 1 / math.log2(5)  # gold at ranks 1 and 4
+    idcg = 1 + 1 / math.log2(3) + 1 / math.log2(4)  # three gold sources
+    assert scores["ndcg@4"] == pytest.approx(dcg / idcg, abs=1e-6)
+
+
+def test_a_miss_scores_zero_and_no_gold_gives_no_metrics():
+    scores = metrics.retrieval_metrics([f"{DOCS}/a.html", f"{DOCS}/b.html"], ["gold.html"])
+    assert scores["hit@10"] == scores["recall@10"] == scores["mrr"] == scores["ndcg@10"] == 0.0
+    assert metrics.retrieval_metrics([], ["gold.html"])["hit@5"] == 0.0
+    assert metrics.retrieval_metrics([f"{DOCS}/a.html"], []) is None
+
+
+def test_squad_normalisation():
+    assert metrics.normalize_answer("The  Cat, sat on a MAT!") == "cat sat on mat"
+
+
+def test_exact_match_is_the_best_over_references():
+    assert metrics.exact_match("The Beatles.", ["Rolling Stones", "beatles"]) == 1.0
+    assert metrics.exact_match("Beatles band", ["beatles"]) == 0.0
+    assert metrics.exact_match("anything", []) is None
+
+
+def test_token_f1_by_hand():
+    # answer tokens: cat sat on mat (4); reference: cat sat (2); common 2 -> P 0.5, R 1, F1 2/3
+    assert metrics.token_f1("The cat sat on the mat", ["a cat sat"]) == pytest.approx(2 / 3, abs=1e-6)
+    assert metrics.token_f1("dog", ["cat"]) == 0.0
+    assert metrics.token_f1("cat cat", ["cat", "cat cat dog"]) == pytest.approx(0.8, abs=1e-6)  # max(2/3, 0.8)
+    assert metrics.token_f1("x", []) is None
+
+
+def test_reference_contained_matches_whole_words():
+    assert (
+        metrics.reference_contained("It was sung by George Harrison in 1987.", ["James Ray", "George Harrison"]) == 1.0
+    )
+    assert metrics.reference_contained("Harrisonburg", ["Harrison"]) == 0.0
+
+
+def test_keyword_recall_keeps_punctuation_and_ignores_case_and_spacing():
+    answer = "Submit with  SBATCH --array=0-499%10 and check squeue."
+    assert metrics.keyword_recall(answer, ["sbatch --array=0-499%10", "squeue", "scontrol"]) == pytest.approx(2 / 3)
+    assert metrics.keyword_recall(answer, ["--array=0-499"]) == 1.0
+    assert metrics.keyword_recall(answer, ["array 0 499"]) == 0.0  # punctuation is not dropped
+    assert metrics.keyword_recall(answer, []) is None
