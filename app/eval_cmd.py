@@ -92,6 +92,13 @@ def evaluate_all(copilot: Copilot, todo: list, results: ResultsFile, args: argpa
 
 
 def run_config(args: argparse.Namespace, questions: int, skipped: int) -> dict[str, Any]:
+    if args.retrieval_only:
+        retrieval = ("questions", "valid_questions", "skipped_rows", "index", "limit", "retrieval_only")
+        return {key: value for key, value in _full_config(args, questions, skipped).items() if key in retrieval}
+    return _full_config(args, questions, skipped)
+
+
+def _full_config(args: argparse.Namespace, questions: int, skipped: int) -> dict[str, Any]:
     return {
         "questions": str(args.questions),
         "valid_questions": questions,
