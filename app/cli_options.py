@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from app.copilot.gate import GATE_MODES
 from app.copilot.options import DEFAULT_PASSAGES, AnswerOptions, CopilotOptions, ModelOptions
 from generation.engine import SPECULATION_MODES
 
@@ -83,6 +84,13 @@ def add_answer_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-speculation", action="store_true", help="plain target decoding (= --speculation none)")
     parser.add_argument("--stop", action="append", default=[], metavar="STR", help="stop at this string (repeatable)")
+    parser.add_argument(
+        "--gate",
+        choices=GATE_MODES,
+        default="refuse",
+        help="relevance gate when the retrieved passages do not match the question: refuse (default: say so and "
+        "list the nearest sources), warn (answer anyway, flagged) or off",
+    )
 
 
 def model_options(args: argparse.Namespace) -> ModelOptions:
@@ -100,6 +108,7 @@ def answer_options(args: argparse.Namespace) -> AnswerOptions:
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
         stop=tuple(args.stop),
+        gate=args.gate,
     )
 
 
