@@ -1,9 +1,12 @@
 """Every test runs with its own specrag cache and home, never the user's."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # copilot_fakes (tests run with --import-mode=importlib)
 
 
 @pytest.fixture(autouse=True, scope="session")

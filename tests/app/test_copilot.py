@@ -1,9 +1,9 @@
 """The copilot pipeline on tiny models: event stream, conversation, budget, citations, engine sharing."""
 
 import threading
-from dataclasses import dataclass, field
 
 import pytest
+from copilot_fakes import Embedder, FakeRetriever
 
 from app.copilot import (
     AnswerOptions,
@@ -27,41 +27,14 @@ RUNBOOK = [
 ]
 
 
-@dataclass
-class Hit:
-    text: str
-    source: str
-    chunk_id: str
-    score: float
-    title: str = "Runbook"
-    heading: str = "Nodes"
-    scores: dict = field(default_factory=dict)
-
-
-@dataclass
-class Embedder:
-    model_id: str = "fake-model"
-
-
-@dataclass
-class FakeRetriever:
-    texts: list[str]
-    queries: list[str] = field(default_factory=list)
-    similarity: float = 0.9
-    embedder: Embedder = field(default_factory=Embedder)
-
-    def retrieve(self, query, k):
-        self.queries.append(query)
-        return [
-            Hit(t, f"runbook-{i}.md", t[:30], 1.0 / (i + 1), scores={"dense": self.similarity - i / 10})
-            for i, t in enumerate(self.texts)
-        ][:k]
+def runbook_retriever(texts):
+    return FakeRetriever([(f"runbook-{i}.md", t) for i, t in enumerate(texts)], heading="Nodes")
 
 
 @pytest.fixture
 def copilot(tiny_engine):
     loaded = loading.load_engine(ModelOptions())
-    return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=24)), FakeRetriever(RUNBOOK))
+    return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=24)), runbook_retriever(RUNBOOK))
 
 
 def test_stream_is_statuses_then_tokens_then_one_final(copilot):
@@ -106,10 +79,10 @@ def test_follow_up_uses_history_in_retrieval_prompt_and_numbering(copilot):
 def test_new_passages_are_numbered_after_the_history(tiny_engine):
     loaded = loading.load_engine(ModelOptions())
     copilot = Copilot(
-        loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=8, passages=2)), FakeRetriever(RUNBOOK)
+        loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=8, passages=2)), runbook_retriever(RUNBOOK)
     )
     first = collect(copilot.answer("drain?"))
-    copilot._retriever = FakeRetriever(RUNBOOK[::-1])
+    copilot._retriever = runbook_retriever(RUNBOOK[::-1])
     follow = collect(copilot.answer("munge?", history=[first.turn]))
     assert [(p.number, p.text) for p in follow.turn.passages] == [(3, RUNBOOK[2])]
 
@@ -135,7 +108,7 @@ def test_history_keeps_recent_turns_whole_then_bare_then_drops_the_oldest():
 
 def test_passages_are_trimmed_to_the_context_and_a_huge_question_is_refused(copilot):
     long_passages = [t * 30 for t in RUNBOOK]  # ~8k tokens with the byte tokenizer: over the 2048 context
-    copilot._retriever = FakeRetriever(long_passages)
+    copilot._retriever = runbook_retriever(long_passages)
     events = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=8)))
     passages_status = next(e for e in events if isinstance(e, Status) and e.stage == "passages")
     assert passages_status.detail["trimmed_passages"] >= 1

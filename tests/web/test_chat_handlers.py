@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
+from copilot_fakes import FakeRetriever
 from tiny_chat import CYCLE, FIXTURE_DOCS, bigram_chat_model
 
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, LoadedEngine
@@ -21,19 +21,8 @@ from tiny import byte_tokenizer
 OPTIONS = {"temperature": 0.0, "passages": 3, "speculation": "hybrid", "max_new_tokens": 48}
 
 
-@dataclass
-class Hit:
-    text: str
-    source: str
-    chunk_id: str
-    score: float
-    title: str = "Runbook"
-    heading: str = "Section"
-
-
-class FakeRetriever:
-    def retrieve(self, query, k):
-        return [Hit(text, name, name, 1.0 / (i + 1)) for i, (name, text) in enumerate(FIXTURE_DOCS.items())][:k]
+def fixture_retriever() -> FakeRetriever:
+    return FakeRetriever(list(FIXTURE_DOCS.items()))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +47,7 @@ def answer_of(messages) -> str:
 
 
 def test_answer_streams_then_ends_with_sources_stats_and_provenance(engine, tmp_path):
-    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
     steps = list(chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None, event_delay=0.06))
     thoughts = [messages[1]["metadata"]["title"] for messages, _ in steps]
     assert thoughts[0] == "waiting for the engine…" and any("searching" in t for t in thoughts)
@@ -70,14 +59,14 @@ def test_answer_streams_then_ends_with_sources_stats_and_provenance(engine, tmp_
 
 
 def test_follow_up_passes_the_history_on(engine, tmp_path):
-    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
     *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
     *_, (messages, state) = chat.respond(backend, "And after that?", state, OPTIONS, None)
     assert len(state.history()) == 2 and "with 1 earlier turn" in messages[-2]["metadata"]["title"]
 
 
 def test_stop_ends_the_answer_within_a_pass_and_frees_the_engine(engine, tmp_path):
-    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
     steps = chat.respond(backend, "Read it all out", None, OPTIONS | {"max_new_tokens": 1024}, None)
     for messages, state in steps:  # noqa: B007 - the last state is read below
         if answer_of(messages):
@@ -88,7 +77,7 @@ def test_stop_ends_the_answer_within_a_pass_and_frees_the_engine(engine, tmp_pat
 
 
 def test_a_closed_stream_disconnect_frees_the_engine(engine, tmp_path):
-    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
     steps = chat.respond(backend, "Read it all out", None, OPTIONS | {"max_new_tokens": 1024}, None)
     for messages, _ in steps:
         if answer_of(messages):
@@ -104,7 +93,7 @@ def test_a_closed_stream_disconnect_frees_the_engine(engine, tmp_path):
     ids=["empty", "over-budget"],
 )
 def test_bad_questions_get_a_message_in_the_chat(engine, tmp_path, question, expected):
-    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
     *_, (messages, _) = chat.respond(backend, question, None, OPTIONS, None)
     assert expected in messages[-1]["content"] and "sr-error" in messages[-1]["content"]
     assert not backend.copilot().busy
@@ -142,7 +131,7 @@ def test_a_question_asked_while_models_load_waits_for_them(engine, tmp_path):
 
     def loader(options):
         release.wait(10)
-        return Copilot(LoadedEngine(engine, "/models/bigram", None), options, FakeRetriever())
+        return Copilot(LoadedEngine(engine, "/models/bigram", None), options, fixture_retriever())
 
     backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=loader).start()
     steps = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
@@ -168,7 +157,7 @@ def test_stop_while_waiting_for_the_models_ends_the_question(tmp_path):
 
 
 def test_thumbs_up_is_stored_with_question_answer_sources_stats_and_models(engine, tmp_path):
-    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
     *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
     note, comment = chat.record_feedback(backend, state, "spot on", SimpleNamespace(index=2, liked=True), None)
     assert "saved" in note and comment == ""
@@ -182,7 +171,7 @@ def test_thumbs_up_is_stored_with_question_answer_sources_stats_and_models(engin
 
 
 def test_api_record_is_the_finished_answer(engine, tmp_path):
-    backend = ready_backend(engine, tmp_path, FakeRetriever())
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
     *_, (_, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
     record = chat.api_record(state.exchanges[-1])
     assert record["done"] and record["finish_reason"] == "length" and record["sources"][0]["document"] == "glyphs.md"

@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # for fake_slack (tests run with --import-mode=importlib)
 
+from copilot_fakes import FakeRetriever
 from fake_slack import BOT_USER, FakeSlack
 
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
@@ -24,21 +25,6 @@ RUNBOOK = [
 ]
 BOT_TOKEN, APP_TOKEN = "xoxb-test-bot-token-123", "xapp-test-app-token-456"
 OPTIONS = AnswerOptions(max_new_tokens=24)
-
-
-@dataclass
-class Hit:
-    text: str
-    source: str
-    chunk_id: str
-    score: float
-    title: str = "Node runbook"
-    heading: str = "Draining"
-
-
-class FakeRetriever:
-    def retrieve(self, query, k):
-        return [Hit(t, f"runbooks/nodes-{i}.md", f"chunk-{i}", 1.0 / (i + 1)) for i, t in enumerate(RUNBOOK)][:k]
 
 
 @dataclass
@@ -58,7 +44,13 @@ class RecordingCopilot:
 
 @pytest.fixture
 def copilot(tiny_engine):
-    return Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=OPTIONS), FakeRetriever())
+    return Copilot(
+        loading.load_engine(ModelOptions()),
+        CopilotOptions(answer=OPTIONS),
+        FakeRetriever(
+            [(f"runbooks/nodes-{i}.md", t) for i, t in enumerate(RUNBOOK)], title="Node runbook", heading="Draining"
+        ),
+    )
 
 
 @pytest.fixture
