@@ -1,29 +1,21 @@
 """Tiny models behind `app.copilot.loading.load_engine`, so every front end runs offline in seconds."""
 
-import copy
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "generation"))
 
 from app.copilot import loading
 from generation.engine import Engine
-from tiny import byte_tokenizer, tiny_lm
+from tiny import byte_tokenizer, tiny_target_and_draft
 
 
 @pytest.fixture(scope="session")
 def tiny_models():
     """A peaky tiny target (it repeats itself, so copies get accepted) and a noisy copy as draft."""
-    target = tiny_lm(seed=0, sharpness=20.0)
-    draft = copy.deepcopy(target)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for param in draft.parameters():
-            param.add_(torch.randn(param.shape, generator=generator) * 0.02)
-    return target, draft, byte_tokenizer()
+    return (*tiny_target_and_draft(), byte_tokenizer())
 
 
 @pytest.fixture

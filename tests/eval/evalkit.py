@@ -4,12 +4,9 @@ Also a script: `python tests/eval/evalkit.py INDEX_DIR EVAL-ARGS...` runs `specr
 with these helpers and a delay per question, for the kill-and-resume test.
 """
 
-import copy
 import sys
 import time
 from pathlib import Path
-
-import torch
 
 TESTS = Path(__file__).parents[1]
 sys.path.insert(0, str(TESTS.parent))
@@ -20,19 +17,13 @@ from retrieval_fakes import FakeEmbedder  # noqa: E402
 
 from app.copilot import Copilot, CopilotOptions, LoadedEngine  # noqa: E402
 from generation.engine import Engine  # noqa: E402
-from tiny import byte_tokenizer, tiny_lm  # noqa: E402
+from tiny import byte_tokenizer, tiny_target_and_draft  # noqa: E402
 
 FIXTURE_DOCS = TESTS / "retrieval" / "fixtures" / "docs"
 
 
 def tiny_loaded() -> LoadedEngine:
-    """A peaky tiny target (it repeats itself, so copies get accepted) and a noisy copy as draft."""
-    target = tiny_lm(seed=0, sharpness=20.0)
-    draft = copy.deepcopy(target)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for param in draft.parameters():
-            param.add_(torch.randn(param.shape, generator=generator) * 0.02)
+    target, draft = tiny_target_and_draft()
     return LoadedEngine(Engine(target, byte_tokenizer(), draft), "/models/tiny-target", "/models/tiny-draft")
 
 

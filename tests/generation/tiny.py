@@ -41,3 +41,16 @@ def tiny_lm(
     with torch.no_grad():
         model.lm_head.weight.mul_(sharpness)
     return model
+
+
+def tiny_target_and_draft() -> tuple[Qwen2ForCausalLM, Qwen2ForCausalLM]:
+    """A peaky tiny target (it repeats itself, so copies get accepted) and a noisy copy as draft."""
+    import copy
+
+    target = tiny_lm(seed=0, sharpness=20.0)
+    draft = copy.deepcopy(target)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for param in draft.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * 0.02)
+    return target, draft
