@@ -50,7 +50,8 @@ def pin(generation: Path) -> Lease | None:
     """Pin generation for reading; None if it is gone or being deleted (read CURRENT again)."""
     path = generation / LEASE
     try:
-        fd = os.open(path, os.O_RDONLY)
+        # O_CREAT: a generation written before leases existed gets its lease file from its first reader
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:

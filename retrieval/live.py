@@ -51,6 +51,11 @@ class LiveRetriever(Retriever):
         self._snapshot: Snapshot = load_snapshot(self.index_dir, self._embedder_for)
 
     @property
+    def embedder(self) -> Embedder | None:
+        """The embedding model of the generation being served (its id keys the relevance gate)."""
+        return self._embedder
+
+    @property
     def generation(self) -> str:
         """The name of the generation being served."""
         return self._snapshot.generation

@@ -74,12 +74,16 @@ class Copilot:
         return self._engine_lock.locked()
 
     def retriever(self) -> Any:
-        """The index's hybrid retriever, opened on first use (loads the embedding model)."""
+        """The index's live retriever, opened on first use (loads the embedding model).
+
+        It follows the index: an ingest that finishes while the copilot serves is seen on the
+        next question, without a restart (retrieval.live.LiveRetriever).
+        """
         with self._retriever_lock:
             if self._retriever is None:
-                from retrieval.retriever import open_index
+                from retrieval.live import LiveRetriever
 
-                self._retriever = open_index(self.options.index_dir)
+                self._retriever = LiveRetriever(self.options.index_dir)
             return self._retriever
 
     @property

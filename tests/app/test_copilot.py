@@ -1,6 +1,8 @@
 """The copilot pipeline on tiny models: event stream, conversation, budget, citations, engine sharing."""
 
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from copilot_fakes import Embedder, FakeRetriever
@@ -193,3 +195,21 @@ def test_gate_passes_relevant_questions_and_never_judges_uncalibrated_models(cop
     assert not final.gated and final.relevance["calibrated"] is False
     given = [Passage(1, "unrelated text", "x.md")]
     assert not collect(copilot.answer("anything?", passages=given)).gated
+
+
+def test_a_serving_copilot_sees_a_new_ingest_without_restarting(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parents[1] / "retrieval"))
+    from retrieval_fakes import FakeEmbedder
+
+    from retrieval.ingest import ingest
+    from retrieval.live import LiveRetriever
+
+    docs, index, fake = tmp_path / "docs", tmp_path / "index", FakeEmbedder()
+    docs.mkdir()
+    (docs / "drain.md").write_text("# Drain\n\nDrain a node with scontrol update state=drain.\n")
+    ingest([docs], index, embedder=fake)
+    copilot = Copilot.retrieval_only(CopilotOptions(index_dir=index), LiveRetriever(index, embedder=fake))
+    assert {p.source for p in copilot.retrieve("zebra firmware", 5)} == {str(docs / "drain.md")}
+    (docs / "zebra.md").write_text("# Zebra\n\nZebra firmware updates need a reboot of the zebra controller.\n")
+    ingest([docs], index, embedder=fake)
+    assert copilot.retrieve("zebra firmware", 1)[0].source == str(docs / "zebra.md")
