@@ -1,0 +1,99 @@
+"""Does the web chat add latency? The same question through `specrag chat` and `specrag ask`.
+
+    python tests/web/compare_with_ask.py "QUESTION" [--port 7899] [model/index flags for both]
+
+Starts `specrag chat` with the given flags, waits until its models are loaded, asks the question
+through the /ask API (gradio_client, streaming) and stops the server; then runs `specrag ask
+--json` with the same flags. Both are the first question of a fresh process (same prefix
+prefill). Prints time to first token and decode tok/s: the chat's as the pipeline measured it
+and as the client saw it (first streamed text), and ask's as the pipeline measured it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def chat_figures(question: str, port: int, flags: list[str]) -> dict:
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "chat", "--port", str(port), *flags], cwd=ROOT)
+    try:
+        client = _connect(f"http://127.0.0.1:{port}/", server)
+        job = _ask_when_loaded(client, question)
+        started, first_text, record = time.perf_counter(), None, {}
+        for record in job:
+            if first_text is None and record.get("answer"):
+                first_text = time.perf_counter() - started
+        record = job.outputs()[-1]
+        stats = record["stats"]
+        return {
+            "client_ttft_s": round(first_text or 0.0, 2),
+            "pipeline_ttft_s": stats["time_to_first_token_s"],
+            "decode_tokens_per_s": stats["decode_tokens_per_s"],
+            "new_tokens": stats["new_tokens"],
+            "answer": record["answer"],
+        }
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _connect(url: str, server: subprocess.Popen):
+    from gradio_client import Client
+
+    for _ in range(600):
+        if server.poll() is not None:
+            raise SystemExit("specrag chat exited")
+        try:
+            return Client(url, verbose=False)
+        except Exception:
+            time.sleep(1)
+    raise SystemExit("specrag chat did not come up")
+
+
+def _ask_when_loaded(client, question: str):
+    """Submit once the models are loaded: an empty question waits for them, then is refused at once."""
+    client.submit("", api_name="/ask").result()
+    return client.submit(question, 0.0, 6, "hybrid", 256, api_name="/ask")
+
+
+def ask_figures(question: str, flags: list[str]) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "ask", question, "--json", *flags], cwd=ROOT, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(out.stderr[-2000:])
+    record = json.loads(out.stdout)
+    stats = record["stats"]
+    return {
+        "pipeline_ttft_s": stats["time_to_first_token_s"],
+        "decode_tokens_per_s": stats["decode_tokens_per_s"],
+        "new_tokens": stats["new_tokens"],
+        "answer": record["answer"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("question")
+    parser.add_argument("--port", type=int, default=7899)
+    args, flags = parser.parse_known_args()
+    chat = chat_figures(args.question, args.port, flags)
+    ask = ask_figures(args.question, flags)
+    print(json.dumps({"chat": chat, "ask": ask}, indent=1))
+    print(
+        f"chat: first token {chat['client_ttft_s']:.1f} s (client) / {chat['pipeline_ttft_s']:.1f} s (pipeline), "
+        f"{chat['decode_tokens_per_s']:.2f} tok/s; ask: first token {ask['pipeline_ttft_s']:.1f} s, "
+        f"{ask['decode_tokens_per_s']:.2f} tok/s; same answer: {chat['answer'].strip() == ask['answer'].strip()}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
