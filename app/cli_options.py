@@ -10,8 +10,7 @@ import argparse
 from pathlib import Path
 
 from app.copilot.gate import GATE_MODES
-from app.copilot.options import DEFAULT_PASSAGES, AnswerOptions, CopilotOptions, ModelOptions
-from generation.engine import SPECULATION_MODES
+from app.copilot.options import DEFAULT_PASSAGES, SPECULATION_MODES, AnswerOptions, CopilotOptions, ModelOptions
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:

@@ -16,10 +16,10 @@ from pathlib import Path
 import gradio as gr
 
 from app.copilot import AnswerOptions
+from app.copilot.options import SPECULATION_MODES
 from app.web import chat
 from app.web.backend import Backend
 from app.web.session import ChatState, Exchange
-from generation.engine import SPECULATION_MODES
 
 CSS = (Path(__file__).parent / "chat.css").read_text(encoding="utf-8")
 PLACEHOLDER = (
