@@ -25,7 +25,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, Pre
 
 from generation.gguf_blocks import GGUFTensors, q4k_groups
 from generation.invariant_attention import NAME as INVARIANT_ATTENTION
-from generation.quantized import Int4Linear, Int8Linear, Q4KEmbedding
+from generation.quantized import HalfEmbedding, Int4Linear, Int8Linear, Q4KEmbedding
 
 QUANT_MODES = ("int4", "int8")
 WEIGHTS = "quantized.safetensors"
@@ -115,12 +115,17 @@ def _aligned(tensor: torch.Tensor) -> torch.Tensor:
     return tensor if tensor.data_ptr() % 64 == 0 else tensor.clone()
 
 
-_KINDS = {"Int4Linear": Int4Linear, "Int8Linear": Int8Linear, "Q4KEmbedding": Q4KEmbedding}
+_KINDS = {
+    "Int4Linear": Int4Linear,
+    "Int8Linear": Int8Linear,
+    "Q4KEmbedding": Q4KEmbedding,
+    "HalfEmbedding": HalfEmbedding,
+}
 
 
 def _empty_like(kind: str, old: nn.Module, state: dict[str, torch.Tensor], name: str) -> nn.Module:
-    if kind == "Q4KEmbedding":
-        return Q4KEmbedding(old.num_embeddings, old.embedding_dim)
+    if kind in ("Q4KEmbedding", "HalfEmbedding"):
+        return _KINDS[kind](old.num_embeddings, old.embedding_dim)
     return _KINDS[kind](old.in_features, old.out_features, f"{name}.bias" in state)
 
 
@@ -159,7 +164,9 @@ def _embedding_from_gguf(tensors: GGUFTensors, name: str, module: nn.Embedding) 
         table = Q4KEmbedding(module.num_embeddings, module.embedding_dim)
         table.blocks = torch.from_numpy(tensors.raw(base).copy())
         return table
-    return nn.Embedding.from_pretrained(tensors.floats(base), freeze=True)
+    table = HalfEmbedding(module.num_embeddings, module.embedding_dim)
+    table.table = tensors.floats(base).to(torch.bfloat16)
+    return table
 
 
 def _replace(model: nn.Module, name: str, new: nn.Module) -> None:

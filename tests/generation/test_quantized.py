@@ -108,3 +108,15 @@ def test_the_path_is_measured_once_per_machine_and_float32_stays_one_flag_away(t
     assert resolve_path("auto", cpu, "float32", cache) == "none"  # --dtype float32: the reference path
     assert resolve_path("auto", torch.device("cuda"), "auto", cache) == "none"  # CUDA keeps its path
     assert resolve_path("int8", cpu, "auto", cache) == "int8"
+
+
+@pytest.mark.parametrize("layer", [Int4Linear, Int8Linear])
+def test_prefill_sized_passes_take_the_dequantized_matmul_and_agree_with_the_kernel(layer):
+    from generation import quantized as q
+
+    linear = layer.from_float(torch.randn(128, 64) * 0.05, None)
+    x = torch.randn(q.WIDE_ROWS, 64)
+    if layer is Int4Linear:
+        assert q._int4_layout_known()
+    kernel = torch.cat([linear(x[i : i + 8]) for i in range(0, q.WIDE_ROWS, 8)])
+    assert (linear(x) - kernel).abs().max() < 0.02 * kernel.abs().max()  # bf16 rounding of the weight only
