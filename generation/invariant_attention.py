@@ -7,8 +7,8 @@ verification pass would not reproduce plain decoding bit for bit.
 
 How: for passes of at most `MAX_ROWS` query rows (every decoding and verification pass),
 row i is computed exactly as a plain decoding step would compute it: its own keys and
-values cropped to the causal length (kv_len - q_len + i + 1), one 2-D matmul per KV head
-over contiguous slices, so the kernels see the same shapes, strides and data either way.
+values cropped to the causal length (kv_len - q_len + i + 1), batched over KV heads, so
+the kernels see the same shapes and data either way.
 Longer passes (prefill) use SDPA, which is fastest; prefill is shared by plain and
 speculative decoding alike, so it need not be row invariant. Batch size 1, no padding.
 
@@ -43,21 +43,22 @@ def invariant_attention(
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     scaling = scaling if scaling is not None else dim**-0.5
     kv_heads, kv_len = key.shape[1], key.shape[2]
-    groups = heads // kv_heads
     out = torch.empty(rows, heads, dim, dtype=query.dtype)
     for i in range(rows):
         end = kv_len - rows + i + 1
-        for h in range(kv_heads):
-            q = query[0, h * groups : (h + 1) * groups, i]  # [groups, dim]
-            out[i, h * groups : (h + 1) * groups] = _one_row(q, key[0, h, :end], value[0, h, :end], scaling)
+        q = query[0, :, i].reshape(kv_heads, heads // kv_heads, dim)  # the query heads sharing each KV head
+        out[i] = _one_row(q, key[0, :, :end], value[0, :, :end], scaling).reshape(heads, dim)
     return out.unsqueeze(0), None
 
 
 def _one_row(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
-    """Softmax(q k^T * scaling) v for one position's query heads sharing one KV head."""
-    scores = torch.mm(q.contiguous(), k.t()) * scaling  # [groups, end]
+    """Softmax(q k^T * scaling) v for one position: q [kv_heads, groups, dim], k and v [kv_heads, end, dim].
+
+    k and v are views of the cache with its batch stride, which is longer in a verification pass
+    than in a plain step; each batch entry is still one gemm of identical shape (checked in tests)."""
+    scores = torch.bmm(q, k.transpose(1, 2)) * scaling  # [kv_heads, groups, end]
     probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
-    return torch.mm(probs, v)
+    return torch.bmm(probs, v)
 
 
 AttentionInterface.register(NAME, invariant_attention)
