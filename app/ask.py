@@ -114,6 +114,13 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         help="transposed matmul layout for small verification passes (default off; auto: where a microbenchmark "
         "finds it faster)",
     )
+    parser.add_argument(  # numeric path (generation/numeric_path.py)
+        "--quant",
+        default="auto",
+        choices=("auto", "int4", "int8", "none"),
+        help="numeric path: int4/int8 weight-only CPU kernels, or none (float weights); default auto: the fastest "
+        "measured on this CPU unless --dtype is given; float32 is --dtype float32",
+    )
 
 
 def load_engine(args: argparse.Namespace) -> LoadedEngine:
@@ -130,6 +137,7 @@ def load_engine(args: argparse.Namespace) -> LoadedEngine:
         args.dtype,
         getattr(args, "draft_int8", "auto"),
         getattr(args, "linear_layout", "off"),
+        quant=getattr(args, "quant", "auto"),
     )
     engine = Engine(models.target, models.tokenizer, models.draft)
     return LoadedEngine(engine, models.target_path, models.draft_path, models.draft_int8, models.linear_layout_patched)
