@@ -45,7 +45,7 @@ class GGUFTensors:
         t = self.tensors[name]
         data = np.asarray(t.data)
         values = data if t.tensor_type == GGMLQuantizationType.F32 else dequantize(data, t.tensor_type)
-        return torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).reshape(self.shape(name))
+        return torch.from_numpy(np.array(values, dtype=np.float32)).reshape(self.shape(name))  # a writable copy
 
     def raw(self, name: str) -> np.ndarray:
         """The raw block bytes, one row per output feature."""
