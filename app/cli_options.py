@@ -47,6 +47,14 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "finds it faster)",
     )
 
+    parser.add_argument(  # numeric path (generation/numeric_path.py)
+        "--quant",
+        default="auto",
+        choices=("auto", "int4", "int8", "none"),
+        help="numeric path: int4/int8 weight-only CPU kernels, or none (float weights); default auto: the fastest "
+        "measured on this CPU unless --dtype is given; float32 is --dtype float32",
+    )
+
 
 def add_index_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -94,7 +102,7 @@ def add_answer_args(parser: argparse.ArgumentParser) -> None:
 
 def model_options(args: argparse.Namespace) -> ModelOptions:
     draft = None if args.draft.lower() == "none" else args.draft
-    return ModelOptions(args.target, draft, args.device, args.dtype, args.draft_int8, args.linear_layout)
+    return ModelOptions(args.target, draft, args.device, args.dtype, args.draft_int8, args.linear_layout, args.quant)
 
 
 def answer_options(args: argparse.Namespace) -> AnswerOptions:

@@ -28,7 +28,9 @@ from generation.drafters import Draft, HybridDrafter, ModelDrafter, NgramDrafter
 from generation.drafters.base import TARGET
 from generation.drafters.policy import PassCost
 from generation.errors import SpecragError
+from generation.invariant_attention import MAX_ROWS
 from generation.linear_layout import kernel_layout
+from generation.quantized_model import numeric_path
 from generation.sampling import SamplingParams, logits_to_probs
 from generation.stats import Stats
 from generation.stopping import StopStrings
@@ -160,7 +162,7 @@ class Engine:
         if config.speculation == "none":
             return None
         self.cost = self.cost or PassCost(
-            cached_relative_costs(self.target, cache_root() / "calibration.json", kernel_layout(self.target.model))
+            cached_relative_costs(self.target, cache_root() / "calibration.json", calibration_extra(self.target.model))
         )
         ngram = NgramDrafter(chunks) if config.speculation in ("ngram", "hybrid") else None
         model = None
@@ -215,7 +217,8 @@ class _Decoding:
         budget = self.config.max_new_tokens - self.emitted
         draft = Draft()
         if self.drafter is not None and budget > 1:
-            draft = self.drafter.propose(self.context, min(self.config.max_draft, budget - 1))
+            # invariant attention computes at most MAX_ROWS rows per pass row by row (a 17-row pass by default)
+            draft = self.drafter.propose(self.context, min(self.config.max_draft, budget - 1, MAX_ROWS - 1))
         target = self.engine.target
         base = target.length
         started = time.perf_counter()
@@ -253,6 +256,12 @@ class _Decoding:
                 finish = "length"
                 break
         return "".join(text), tokens[:kept], origins[:kept], finish
+
+
+def calibration_extra(model: PreTrainedModel) -> str:
+    """What besides model, dtype and threads changes the pass cost: kernel layout and numeric path."""
+    path = numeric_path(model)
+    return kernel_layout(model) + ("" if path == "none" else f"|{path}")
 
 
 def default_eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:

@@ -155,3 +155,41 @@ def ensure_packaged_model(alias: str, root: Path | None = None) -> Path:
         return out_dir
     gguf = assemble_gguf(spec, root)
     return convert_gguf(gguf, out_dir)
+
+
+def ensure_quantized_model(alias: str, mode: str, root: Path | None = None) -> Path:
+    """Local directory with the packaged model quantized (`int4` / `int8`), built straight from its GGUF.
+
+    No float32 copy is made on disk or in memory (quantized_model.build_from_gguf); the first
+    build takes ~1 minute for the default target, later loads about a second.
+    """
+    import torch
+
+    spec = PACKAGED[alias]
+    root = root or cache_root()
+    version = torch.__version__.split("+")[0]  # the packed int4 layout belongs to torch's kernel
+    out_dir = root / "models" / f"{spec.alias}-{mode}-torch{version}"
+    if (out_dir / "config.json").exists():
+        return out_dir
+    gguf = assemble_gguf(spec, root)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".quantizing-{out_dir.name}-"))
+    try:
+        _build_quantized(gguf, mode, tmp)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def _build_quantized(gguf_path: Path, mode: str, out_dir: Path) -> None:
+    from transformers import AutoConfig, AutoTokenizer
+
+    from generation.quantized_model import build_from_gguf, save_quantized
+
+    config = AutoConfig.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    save_quantized(build_from_gguf(gguf_path, config, mode), out_dir)
+    AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(out_dir)

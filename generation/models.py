@@ -13,9 +13,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.linear_layout import patch_linear_layout
-from generation.model_store import PACKAGED, ensure_packaged_model
+from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model
+from generation.numeric_path import resolve_path
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -30,6 +32,7 @@ class LoadedModels:
     device: torch.device
     draft_int8: bool = False
     linear_layout_patched: bool = False
+    quant: str = "none"  # the numeric path both models run on: none (float weights), int4, int8
 
 
 def resolve_model(name: str) -> str:
@@ -112,6 +115,18 @@ def quantize_draft_int8(model: PreTrainedModel) -> PreTrainedModel:
         return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
 
 
+def load_quantized_lm(name: str, mode: str) -> tuple[PreTrainedModel, str]:
+    """A model on the int4/int8 path and its directory: packaged models straight from their GGUF
+    (cached, no float32 copy); other models are loaded in float32 once and quantized in memory."""
+    from generation.quantized_model import load_quantized, quantize_module_tree
+
+    if name in PACKAGED:
+        path = ensure_quantized_model(name, mode)
+        return load_quantized(path), str(path)
+    path = resolve_model(name)
+    return quantize_module_tree(load_causal_lm(path, torch.device("cpu"), torch.float32), mode), path
+
+
 def load_models(
     target: str = "default-target",
     draft: str | None = "default-draft",
@@ -119,13 +134,22 @@ def load_models(
     dtype: str = "auto",
     draft_int8: str = "auto",
     linear_layout: str = "off",
+    quant: str = "auto",
 ) -> LoadedModels:
     """Load target (+ draft). draft_int8 / linear_layout: "auto" (CPU only), "on" or "off".
 
+    quant: the numeric path, "auto" | "int4" | "int8" | "none" (numeric_path.py). "auto" is the
+    fastest measured path for the packaged models on a CPU with dtype "auto", else "none"; on int4/int8 both models
+    run the quantized, batch-invariant kernels and `dtype`, draft_int8, linear_layout are unused.
     The transposed layout is off by default: in whole-model passes on this 2-core CPU the
     stock kernel was as fast or faster (r(2..3) = 1.0 stock vs 1.18 transposed).
     """
     dev = pick_device(device)
+    if quant == "auto" and target not in PACKAGED:
+        quant = "none"  # a model given as a folder or hub id runs on its own weights unless a path is asked for
+    path = resolve_path(quant, dev, dtype, cache_root() / "calibration.json")
+    if path != "none":
+        return load_quantized_models(target, draft, dev, path)
     torch_dtype = pick_dtype(dtype, dev)
     target_path = resolve_model(target)
     tokenizer = AutoTokenizer.from_pretrained(target_path)
@@ -141,3 +165,15 @@ def load_models(
         if int8:
             draft_model = quantize_draft_int8(draft_model)
     return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, int8, patched)
+
+
+def load_quantized_models(target: str, draft: str | None, dev: torch.device, mode: str) -> LoadedModels:
+    """Target and draft on the int4/int8 path (the draft too: its bf16-activation kernels are
+    the fastest drafter measured here, and a draft only proposes, so exactness is unaffected)."""
+    target_model, target_path = load_quantized_lm(target, mode)
+    tokenizer = AutoTokenizer.from_pretrained(target_path)
+    draft_model, draft_path = None, None
+    if draft:
+        draft_model, draft_path = load_quantized_lm(draft, mode)
+        check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_path), target_model, draft_model)
+    return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, quant=mode)

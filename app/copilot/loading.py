@@ -19,9 +19,15 @@ class LoadedEngine:
     draft_path: str | None
     draft_int8: bool = False  # the draft's linear layers run with dynamic int8 weights
     linear_layout_patched: bool = False
+    quant: str = "none"  # the numeric path the models run on: int4 | int8 | none
 
     def describe(self) -> dict:
-        return {"target": self.target_path, "draft": self.draft_path, "draft_int8": self.draft_int8}
+        return {
+            "target": self.target_path,
+            "draft": self.draft_path,
+            "draft_int8": self.draft_int8,
+            "quant": self.quant,
+        }
 
 
 def load_engine(options: ModelOptions) -> LoadedEngine:
@@ -31,7 +37,15 @@ def load_engine(options: ModelOptions) -> LoadedEngine:
 
     draft = options.draft if options.draft and options.draft.lower() != "none" else None
     models = load_models(
-        options.target, draft, options.device, options.dtype, options.draft_int8, options.linear_layout
+        options.target,
+        draft,
+        options.device,
+        options.dtype,
+        options.draft_int8,
+        options.linear_layout,
+        quant=options.quant,
     )
     engine = Engine(models.target, models.tokenizer, models.draft)
-    return LoadedEngine(engine, models.target_path, models.draft_path, models.draft_int8, models.linear_layout_patched)
+    return LoadedEngine(
+        engine, models.target_path, models.draft_path, models.draft_int8, models.linear_layout_patched, models.quant
+    )

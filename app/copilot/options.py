@@ -24,6 +24,7 @@ class ModelOptions:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     draft_int8: str = "auto"  # auto | on | off
     linear_layout: str = "off"  # auto | on | off
+    quant: str = "auto"  # numeric path: auto | int4 | int8 | none (generation/numeric_path.py)
 
 
 @dataclass(frozen=True)

@@ -78,9 +78,22 @@ def test_cpu_defaults_to_float32_and_the_draft_stays_int8_under_a_bf16_target(tm
     folder = tmp_path / "tiny"
     tiny_lm(0).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    assert models.load_models(str(folder), None, device="cpu").target.dtype == torch.float32
-    loaded = models.load_models(str(folder), str(folder), device="cpu", dtype="bfloat16")
+    assert models.load_models(str(folder), None, device="cpu", quant="none").target.dtype == torch.float32
+    loaded = models.load_models(str(folder), str(folder), device="cpu", dtype="bfloat16")  # explicit dtype: no quant
     assert loaded.target.dtype == torch.bfloat16
     # the draft runs float32 activations over int8 weights whatever the target's dtype
     assert loaded.draft_int8 and loaded.draft.dtype == torch.float32
     assert ".quantized.dynamic." in type(loaded.draft.model.layers[0].mlp.up_proj).__module__
+
+
+def test_the_quantized_path_runs_target_and_draft_on_the_int4_kernels(tmp_path, tokenizer):
+    from generation import models
+    from generation.quantized import Int4Linear
+
+    folder = tmp_path / "tiny"
+    tiny_lm(0).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    loaded = models.load_models(str(folder), str(folder), device="cpu", quant="int4")
+    assert loaded.quant == "int4" and not loaded.draft_int8
+    for model in (loaded.target, loaded.draft):
+        assert isinstance(model.model.layers[0].mlp.up_proj, Int4Linear)

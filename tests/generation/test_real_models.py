@@ -42,3 +42,46 @@ def test_every_speculative_mode_matches_plain_greedy_on_a_runbook_question(real)
         result = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=48, speculation=mode))
         assert result.token_ids == plain.token_ids, mode
         assert result.stats.tokens_per_pass > 1.0, mode
+
+
+@pytest.fixture(scope="module")
+def real_int4(monkeypatch_module):
+    monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
+    from generation.engine import Engine
+    from generation.models import load_models
+
+    models = load_models(quant="int4")
+    return models, Engine(models.target, models.tokenizer, models.draft)
+
+
+def test_on_the_int4_path_a_plain_step_and_the_widest_verification_pass_give_bit_identical_logits(real_int4):
+    import torch
+
+    from app.prompting import build_messages, encode_prompt
+    from generation.cached_lm import CachedLM
+
+    models, _ = real_int4
+    passages = [p for p in RUNBOOK.read_text().split("\n\n") if p.strip()][:12]
+    prompt = encode_prompt(models.tokenizer, build_messages("What does exit code 137 mean?", passages))
+    lm = CachedLM(models.target, keep_snapshot=False)
+    lm.extend(prompt[:-20], last_only=True)
+    new = prompt[-20:-3]  # 17 real tokens: the last one plus a 16-token draft
+    plain = torch.stack([lm.extend([token])[-1].clone() for token in new])
+    lm.crop(len(prompt) - 20)
+    assert torch.equal(lm.extend(new), plain)
+
+
+def test_on_the_int4_path_every_speculative_mode_matches_plain_greedy(real_int4):
+    from app.prompting import build_messages, encode_chunks, encode_prompt
+    from generation.engine import GenerationConfig
+
+    models, engine = real_int4
+    passages = [p for p in RUNBOOK.read_text().split("\n\n") if p.strip()][:12]
+    messages = build_messages("What does exit code 137 mean and what should I do?", passages)
+    prompt = encode_prompt(models.tokenizer, messages)
+    chunks = encode_chunks(models.tokenizer, passages)
+    plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=64, speculation="none"))
+    for mode in ("ngram", "model", "hybrid"):
+        for length in (None, 16):
+            config = GenerationConfig(max_new_tokens=64, speculation=mode, draft_length=length)
+            assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)

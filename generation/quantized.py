@@ -1,0 +1,161 @@
+"""Weight-only quantized linear layers on torch's CPU kernels, batch invariant by construction.
+
+`Int4Linear` calls `aten._weight_int4pack_mm_for_cpu` (affine int4, groups of 32 along the
+input, bf16 activations) and `Int8Linear` calls `aten._weight_int8pack_mm` (per-output-
+channel int8, bf16 activations). Both compute each output row on its own: on this machine
+(and the Zen 4 box in DESIGN.md) a row of an M-row product was bit-identical to the same row
+computed alone for M = 1..16, which stock float32 and bf16 F.linear are not. That is what
+lets a speculative verification pass reproduce plain decoding bit for bit.
+
+Inputs and outputs keep the caller's dtype (float32 in the residual stream): only the
+matmul input is rounded to bf16, and the bias is added in float32 afterwards.
+`Q4KEmbedding` keeps a Q4_K embedding table in its packed bytes and decodes only the rows
+looked up, so the vocabulary table costs 0.14 GB instead of 0.93 GB in float32.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import torch
+from torch import nn
+
+from generation.gguf_blocks import GROUP, Q4_K_BYTES, q4k_scales_mins
+
+ACT = torch.bfloat16  # the int4/int8 CPU kernels are fast only with bf16 activations (float32 is 20-60x slower)
+# From this many rows on (prefill), dequantizing the weight to bf16 and using the stock bf16 matmul
+# (AMX here) is faster: 600 rows x 8960x1536 took 1.09 s in the int4 kernel, 0.17 s to dequantize
+# + 0.05 s to multiply. Prefill is shared by plain and speculative decoding, so it need not be
+# row invariant; decoding and verification passes (<= 17 rows) always use the invariant kernels.
+WIDE_ROWS = 160
+
+
+class Int4Linear(nn.Module):
+    def __init__(self, in_features: int, out_features: int, bias: bool, group: int = GROUP) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.group = in_features, out_features, group
+        self.register_buffer("packed", torch.empty(out_features, in_features // 2, dtype=torch.uint8))
+        self.register_buffer("scales_zeros", torch.empty(in_features // group, out_features, 2, dtype=ACT))
+        self.register_buffer("bias", torch.empty(out_features) if bias else None)
+
+    @classmethod
+    def from_groups(
+        cls, codes: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, bias: torch.Tensor | None
+    ) -> Int4Linear:
+        """codes [N, K] in 0..15 with weight = code * scale + offset per group of 32 ([N, K/32] each)."""
+        layer = cls(codes.shape[1], codes.shape[0], bias is not None)
+        layer.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes.to(torch.int32).contiguous(), 1)
+        # the kernel dequantizes (code - 8) * scale + zero
+        zero = offset + 8 * scale
+        layer.scales_zeros = torch.stack([scale.t(), zero.t()], dim=-1).to(ACT).contiguous()
+        if bias is not None:
+            layer.bias = bias.float()
+        return layer
+
+    @classmethod
+    def from_float(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> Int4Linear:
+        """Min/max affine quantization per group of 32 (for weights not already in Q4_K)."""
+        n, k = weight.shape
+        groups = weight.float().reshape(n, k // GROUP, GROUP)
+        lo, hi = groups.amin(-1), groups.amax(-1)
+        scale = ((hi - lo) / 15).clamp(min=1e-8).to(ACT).float()
+        codes = ((groups - lo[..., None]) / scale[..., None]).round().clamp(0, 15).reshape(n, k)
+        return cls.from_groups(codes, scale, lo, bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(ACT)
+        if rows.shape[0] >= WIDE_ROWS and self.out_features % 64 == 0 and _int4_layout_known():
+            y = torch.mm(rows, self.dequantized_t()).to(x.dtype)
+        else:
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_zeros)
+            y = y.to(x.dtype)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def dequantized_t(self) -> torch.Tensor:
+        """The weight as bf16 [in, out], unpacked from the kernel's layout (see _unpack_int4)."""
+        codes = _unpack_int4(self.packed, self.in_features)
+        scale = self.scales_zeros[..., 0].repeat_interleave(self.group, 0)
+        zero = self.scales_zeros[..., 1].repeat_interleave(self.group, 0)
+        return torch.addcmul(zero, codes.to(ACT) - 8, scale)
+
+
+def _unpack_int4(packed: torch.Tensor, in_features: int) -> torch.Tensor:
+    """Codes [in, out] from `_convert_weight_to_int4pack_for_cpu`'s output. Found by probing torch 2.13:
+    blocks of 64 output rows; per input column 32 bytes, low nibbles rows 0-31, high nibbles rows 32-63."""
+    blocks = packed.reshape(-1, in_features, 1, 32)
+    codes = torch.cat([blocks & 0xF, blocks >> 4], dim=2)  # [out/64, in, 2, 32]
+    return codes.permute(1, 0, 2, 3).reshape(in_features, -1)
+
+
+@cache
+def _int4_layout_known() -> bool:
+    """Does _unpack_int4 invert this torch build's packing? Checked once; if not, prefill uses the kernel."""
+    codes = torch.randint(0, 16, (128, 64), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
+    return torch.equal(_unpack_int4(packed, 64).t().to(torch.int32), codes)
+
+
+class Int8Linear(nn.Module):
+    def __init__(self, in_features: int, out_features: int, bias: bool) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("weight_int8", torch.empty(out_features, in_features, dtype=torch.int8))
+        self.register_buffer("scales", torch.empty(out_features, dtype=ACT))
+        self.register_buffer("bias", torch.empty(out_features) if bias else None)
+
+    @classmethod
+    def from_float(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> Int8Linear:
+        """Symmetric per-output-channel int8; the scale is rounded to bf16 before the codes are chosen."""
+        layer = cls(weight.shape[1], weight.shape[0], bias is not None)
+        scale = (weight.abs().amax(1) / 127).clamp(min=1e-8).to(ACT)
+        layer.scales = scale
+        layer.weight_int8 = (weight / scale.float()[:, None]).round().clamp(-128, 127).to(torch.int8)
+        if bias is not None:
+            layer.bias = bias.float()
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).to(ACT)
+        if rows.shape[0] >= WIDE_ROWS:  # prefill: see WIDE_ROWS
+            y = torch.nn.functional.linear(rows, self.weight_int8.to(ACT) * self.scales[:, None]).to(x.dtype)
+        else:
+            y = torch._weight_int8pack_mm(rows, self.weight_int8, self.scales).to(x.dtype)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+class Q4KEmbedding(nn.Module):
+    """An embedding table kept as Q4_K blocks; lookups decode just the rows asked for (exact values)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim, self.dtype = num_embeddings, embedding_dim, dtype
+        row_bytes = embedding_dim // 256 * Q4_K_BYTES
+        self.register_buffer("blocks", torch.empty(num_embeddings, row_bytes, dtype=torch.uint8))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        rows = self.blocks[ids.reshape(-1)].reshape(-1, self.embedding_dim // 256, Q4_K_BYTES)
+        d = rows[..., 0:2].contiguous().view(torch.float16).float()
+        dmin = rows[..., 2:4].contiguous().view(torch.float16).float()
+        sc, m = q4k_scales_mins(rows[..., 4:16])
+        qs = rows[..., 16:].to(torch.int32).reshape(rows.shape[0], -1, 4, 1, 32)
+        codes = torch.cat([qs & 0xF, qs >> 4], dim=3).reshape(rows.shape[0], -1, 8, 32).float()
+        values = codes * (d * sc.float())[..., None] - (dmin * m.float())[..., None]
+        return values.reshape(*ids.shape, self.embedding_dim).to(self.dtype)
+
+
+class HalfEmbedding(nn.Module):
+    """An embedding table stored in bf16 (half the float32 bytes), looked up into float32.
+
+    For tables not in Q4_K (e.g. the default draft's Q5_0 one: 0.27 GB instead of 0.55 GB)."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.register_buffer("table", torch.empty(num_embeddings, embedding_dim, dtype=ACT))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table[ids].float()

@@ -1,0 +1,122 @@
+"""The int4/int8 path: packaged weights carried over exactly, and rows independent of their pass."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType
+from gguf.quants import dequantize
+
+from generation.cached_lm import CachedLM
+from generation.engine import Engine, GenerationConfig
+from generation.gguf_blocks import Q4_K_BYTES, q4k_groups
+from generation.invariant_attention import MAX_ROWS
+from generation.numeric_path import resolve_path
+from generation.quantized import Int4Linear, Int8Linear, Q4KEmbedding
+from generation.quantized_model import load_quantized, numeric_path, quantize_module_tree, save_quantized
+from tiny import tiny_wide_head_lm
+
+WIDEST = 17  # the engine's widest verification pass: the last token plus max_draft = 16 drafted
+
+
+def random_q4k(rows: int, columns: int, seed: int = 0) -> np.ndarray:
+    """Valid Q4_K bytes: random codes and 6-bit scales, small float16 super-block scales."""
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, size=(rows, columns // 256, Q4_K_BYTES), dtype=np.uint8)
+    d = rng.uniform(1e-3, 1e-2, size=(rows, columns // 256, 2)).astype(np.float16)
+    blocks[..., 0:4] = d.view(np.uint8).reshape(rows, columns // 256, 4)
+    return blocks.reshape(rows, -1)
+
+
+def test_q4k_blocks_map_to_int4_groups_exactly():
+    raw = random_q4k(32, 512)
+    codes, scale, offset = q4k_groups(raw)
+    ours = codes.float() * scale.repeat_interleave(32, 1) + offset.repeat_interleave(32, 1)
+    reference = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q4_K)).reshape(32, 512)
+    assert torch.equal(ours, reference)
+
+
+def test_q4k_embedding_decodes_the_rows_it_looks_up():
+    raw = random_q4k(40, 256, seed=1)
+    table = Q4KEmbedding(40, 256)
+    table.blocks = torch.from_numpy(raw)
+    reference = torch.from_numpy(dequantize(raw, GGMLQuantizationType.Q4_K)).reshape(40, 256)
+    ids = torch.tensor([[3, 0, 39, 3]])
+    assert torch.equal(table(ids)[0], reference[ids[0]])
+
+
+@pytest.mark.parametrize("layer", [Int4Linear, Int8Linear])
+def test_each_output_row_is_independent_of_the_rows_beside_it(layer):
+    weight, x = torch.randn(64, 256) * 0.05, torch.randn(WIDEST, 256)
+    linear = layer.from_float(weight, torch.randn(64))
+    alone = torch.cat([linear(x[i : i + 1]) for i in range(WIDEST)])
+    assert torch.equal(linear(x), alone)
+    reference = x @ weight.t() + linear.bias
+    assert (linear(x) - reference).abs().max() < 0.1 * reference.abs().max()  # and it is the same product
+
+
+@pytest.fixture(scope="module", params=["int4", "int8"])
+def quantized(request):
+    return quantize_module_tree(tiny_wide_head_lm(0, sharpness=20.0), request.param)
+
+
+def test_a_token_decoded_plainly_and_verified_in_the_widest_pass_get_bit_identical_logits(quantized):
+    lm = CachedLM(quantized, keep_snapshot=False)
+    generator = torch.Generator().manual_seed(0)
+    context, new = (
+        torch.randint(0, 257, (300,), generator=generator).tolist(),
+        torch.randint(0, 257, (WIDEST,)).tolist(),
+    )
+    lm.extend(context)
+    plain = torch.stack([lm.extend([token])[-1].clone() for token in new])
+    lm.crop(len(context))
+    assert torch.equal(lm.extend(new), plain)
+    assert WIDEST <= MAX_ROWS
+
+
+def test_greedy_speculation_equals_plain_decoding_on_the_quantized_path(quantized, tokenizer):
+    draft = quantize_module_tree(tiny_wide_head_lm(1, sharpness=20.0), numeric_path(quantized))
+    engine = Engine(quantized, tokenizer, draft)
+    prompt = torch.randint(0, 256, (120,), generator=torch.Generator().manual_seed(2)).tolist()
+    chunks = [prompt[10:60], prompt[70:110]]
+    plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=40, speculation="none"))
+    for mode in ("ngram", "model", "hybrid"):
+        for length in (None, 16):
+            config = GenerationConfig(max_new_tokens=40, speculation=mode, draft_length=length, min_draft_confidence=0)
+            assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)
+
+
+def test_a_saved_quantized_model_loads_without_a_float_copy_and_gives_the_same_logits(quantized, tmp_path):
+    save_quantized(quantized, tmp_path)
+    loaded = load_quantized(tmp_path)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.inference_mode():
+        assert torch.equal(loaded(input_ids=ids).logits, quantized(input_ids=ids).logits)
+    assert numeric_path(loaded) == numeric_path(quantized)
+
+
+def test_the_path_is_measured_once_per_machine_and_float32_stays_one_flag_away(tmp_path, monkeypatch):
+    from generation import numeric_path as paths
+
+    calls = []
+    monkeypatch.setattr(paths, "measure_paths", lambda: calls.append(1) or {"none": 3.0, "int4": 1.0, "int8": 2.0})
+    cache, cpu = tmp_path / "calibration.json", torch.device("cpu")
+    assert resolve_path("auto", cpu, "auto", cache) == "int4"
+    assert resolve_path("auto", cpu, "auto", cache) == "int4" and len(calls) == 1
+    assert any(k.startswith("path:") for k in json.loads(cache.read_text()))
+    assert resolve_path("auto", cpu, "float32", cache) == "none"  # --dtype float32: the reference path
+    assert resolve_path("auto", torch.device("cuda"), "auto", cache) == "none"  # CUDA keeps its path
+    assert resolve_path("int8", cpu, "auto", cache) == "int8"
+
+
+@pytest.mark.parametrize("layer", [Int4Linear, Int8Linear])
+def test_prefill_sized_passes_take_the_dequantized_matmul_and_agree_with_the_kernel(layer):
+    from generation import quantized as q
+
+    linear = layer.from_float(torch.randn(128, 64) * 0.05, None)
+    x = torch.randn(q.WIDE_ROWS, 64)
+    if layer is Int4Linear:
+        assert q._int4_layout_known()
+    kernel = torch.cat([linear(x[i : i + 8]) for i in range(0, q.WIDE_ROWS, 8)])
+    assert (linear(x) - kernel).abs().max() < 0.02 * kernel.abs().max()  # bf16 rounding of the weight only
