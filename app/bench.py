@@ -416,6 +416,7 @@ def config_record(args: argparse.Namespace, loaded: Any, methods: list[str], que
         "draft_path": loaded.draft_path,
         "draft_int8": loaded.draft_int8,
         "linear_layout_patched": loaded.linear_layout_patched,
+        "quant": loaded.quant,  # the numeric path: int4 | int8 | none (model.dtype says float32 on int4)
         "device": str(model.device),
         "dtype": str(model.dtype).removeprefix("torch."),
         "torch_threads": torch.get_num_threads(),
