@@ -5,7 +5,8 @@ Signal: the best dense cosine similarity between the question and a retrieved pa
 corpora, unlike the rank-based fused score). Below the threshold the copilot, in the
 default `refuse` mode, says the sources do not cover the question and lists the nearest
 ones instead of letting the model answer from general knowledge; `warn` answers with a
-warning; `off` never gates. Given passages (--context-file, Spec-Bench) are never gated.
+warning; `off` never gates. Passages without a similarity (--context-file, Spec-Bench)
+are never gated; retrieved ones are, whoever retrieved them (the eval retrieves itself).
 
 A threshold holds only for the embedding model it was calibrated with: THRESHOLDS maps
 model ids to thresholds, and an index built with another model is not gated (the

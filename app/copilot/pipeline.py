@@ -121,11 +121,12 @@ class Copilot:
         if not question:
             raise EmptyQuestionError("the question is empty: type a question about the runbooks")
         started = time.perf_counter()
-        relevance = None
         if passages is None:
             yield Status("searching", "searching the runbooks…")
             passages = self.retrieve(retrieval_query(question, history), options.passages)
-            relevance = gate.assess(passages, self.embedding_model) if options.gate != "off" else None
+        # retrieved passages carry their similarity (also when a caller such as eval retrieved them)
+        retrieved = any(p.similarity is not None for p in passages)
+        relevance = gate.assess(passages, self.embedding_model) if options.gate != "off" and retrieved else None
         retrieval_s = time.perf_counter() - started
         prepared = self._prepare(question, list(history), list(passages), options)
         prepared.relevance = relevance

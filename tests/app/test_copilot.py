@@ -197,6 +197,12 @@ def test_gate_passes_relevant_questions_and_never_judges_uncalibrated_models(cop
     assert not collect(copilot.answer("anything?", passages=given)).gated
 
 
+def test_gate_also_judges_retrieved_passages_handed_in_by_the_caller(copilot, calibrated):
+    copilot._retriever.similarity = 0.3
+    retrieved = copilot.retrieve("How do I restart a kubernetes pod?", 3)  # as specrag eval does
+    assert collect(copilot.answer("How do I restart a kubernetes pod?", passages=retrieved)).gated
+
+
 def test_a_serving_copilot_sees_a_new_ingest_without_restarting(tmp_path):
     sys.path.insert(0, str(Path(__file__).parents[1] / "retrieval"))
     from retrieval_fakes import FakeEmbedder
