@@ -54,7 +54,7 @@ def setup_key(lm: CachedLM, extra: str = "") -> str:
 def cached_relative_costs(lm: CachedLM, cache_file: Path | None, extra: str = "") -> dict[int, float]:
     """The calibrated shape for this setup, measured once and kept in `cache_file` (JSON)."""
     key = setup_key(lm, extra)
-    table = _read(cache_file)
+    table = read_table(cache_file)
     if key in table:
         return {int(n): float(r) for n, r in table[key].items()}
     relative = measure_relative_costs(lm)
@@ -64,7 +64,8 @@ def cached_relative_costs(lm: CachedLM, cache_file: Path | None, extra: str = ""
     return relative
 
 
-def _read(path: Path | None) -> dict:
+def read_table(path: Path | None) -> dict:
+    """The calibration file's table ({} when missing or damaged)."""
     if path is None or not path.exists():
         return {}
     try:

@@ -137,9 +137,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        _publish(tmp, out_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -176,13 +174,18 @@ def ensure_quantized_model(alias: str, mode: str, root: Path | None = None) -> P
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".quantizing-{out_dir.name}-"))
     try:
         _build_quantized(gguf, mode, tmp)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+        _publish(tmp, out_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def _publish(tmp: Path, out_dir: Path) -> None:
+    """Move a fully written model directory into place (a reader sees the old one or the new one)."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
 
 
 def _build_quantized(gguf_path: Path, mode: str, out_dir: Path) -> None:

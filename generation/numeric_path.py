@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from core.atomic import write_atomic
+from generation.calibration import read_table
 from generation.errors import ModelError
 from generation.quantized import Int4Linear, Int8Linear
 
@@ -44,7 +45,7 @@ def resolve_path(path: str, device: torch.device, dtype: str, cache_file: Path |
 
 def cached_fastest_path(cache_file: Path | None) -> str:
     key = "path:" + machine_key()
-    table = _read(cache_file)
+    table = read_table(cache_file)
     if key not in table:
         table[key] = measure_paths()
         if cache_file is not None:
@@ -107,12 +108,3 @@ def _seconds(fn, x: torch.Tensor) -> float:
     start = time.perf_counter()
     fn(x)
     return time.perf_counter() - start
-
-
-def _read(path: Path | None) -> dict:
-    if path is None or not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
