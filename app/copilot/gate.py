@@ -45,9 +45,13 @@ class Relevance:
         }
 
 
+def best_similarity(passages: Sequence[Passage]) -> float | None:
+    """The gate's signal: the best dense cosine among the passages (None when none has one)."""
+    return max((p.similarity for p in passages if p.similarity is not None), default=None)
+
+
 def assess(passages: Sequence[Passage], embedding_model: str | None) -> Relevance:
-    scores = [p.similarity for p in passages if p.similarity is not None]
-    return Relevance(max(scores) if scores else None, THRESHOLDS.get(embedding_model or ""))
+    return Relevance(best_similarity(passages), THRESHOLDS.get(embedding_model or ""))
 
 
 def refusal_text(passages: Sequence[Passage]) -> str:

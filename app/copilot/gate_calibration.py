@@ -17,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from app.copilot.events import Passage
+from app.copilot.gate import best_similarity
 
 
 def load_rows(paths: list[Path]) -> list[dict]:
@@ -34,10 +34,6 @@ def load_rows(paths: list[Path]) -> list[dict]:
 
 def split_of(row_id: str) -> str:
     return "dev" if hashlib.sha1(row_id.encode()).digest()[0] % 2 == 0 else "held-out"
-
-
-def best_similarity(passages: list[Passage]) -> float:
-    return max((p.similarity for p in passages if p.similarity is not None), default=0.0)
 
 
 def rates(rows: list[dict], threshold: float) -> dict:
@@ -75,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     copilot = Copilot.retrieval_only(CopilotOptions(index_dir=args.index))
     rows = load_rows(args.questions)
     for row in rows:
-        row["similarity"] = best_similarity(copilot.retrieve(row["question"], args.k))
+        row["similarity"] = best_similarity(copilot.retrieve(row["question"], args.k)) or 0.0
         row["split"] = split_of(row["id"])
     dev = [r for r in rows if r["split"] == "dev"]
     threshold = calibrate(dev)
