@@ -44,9 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = copilot_options(args)
-    passages = [p for name in args.context_file for p in read_passages(Path(name))] or None
-    if passages is not None:
-        passages = [Passage(i + 1, p.text, p.source) for i, p in enumerate(passages)]
+    paragraphs = [(name, text) for name in args.context_file for text in read_paragraphs(Path(name))]
+    passages = [Passage(i + 1, text, Path(name).name) for i, (name, text) in enumerate(paragraphs)] or None
     copilot = Copilot.load(options)
     events = copilot.answer(args.question, passages=passages)
     final = collect(events, None if args.json else render)
@@ -58,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_passages(path: Path) -> list[Passage]:
+def read_paragraphs(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as err:
@@ -68,7 +67,7 @@ def read_passages(path: Path) -> list[Passage]:
     paragraphs = [p.strip() for p in _BLANK_LINES.split(text) if p.strip()]
     if not paragraphs:
         raise SpecragError(f"context file {path} has no text")
-    return [Passage(0, p, path.name) for p in paragraphs]
+    return paragraphs
 
 
 def render(event: object) -> None:
