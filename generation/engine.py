@@ -72,7 +72,8 @@ class Event:
 class PrefillSnapshot:
     target_cache: object  # the target's KV cache over prompt[:-1]
     draft_cache: object | None  # the draft's, when there is a draft model
-    seconds: float
+    target_seconds: float
+    draft_seconds: float = 0.0
 
 
 @dataclass
@@ -113,11 +114,22 @@ class Engine:
         ids = list(prompt_ids)[:-1]
         start = time.perf_counter()
         self.target.prefill(ids)
+        target_seconds = time.perf_counter() - start
         draft_cache = None
         if self.draft is not None:
             self.draft.prefill(ids)
             draft_cache = copy.deepcopy(self.draft.cache)
-        return PrefillSnapshot(copy.deepcopy(self.target.cache), draft_cache, time.perf_counter() - start)
+        draft_seconds = time.perf_counter() - start - target_seconds
+        return PrefillSnapshot(copy.deepcopy(self.target.cache), draft_cache, target_seconds, draft_seconds)
+
+    def logit_margin(self, prefix_cache: object, token_ids: Sequence[int]) -> float:
+        """Target top-1 minus top-2 logit after a cached prefix plus `token_ids` (a tiny margin means rounding).
+
+        Runs on a copy of `prefix_cache`, so neither it nor the engine's own cache changes."""
+        lm = CachedLM(self.target.model, keep_snapshot=False)
+        lm.cache = copy.deepcopy(prefix_cache)
+        top = torch.topk(lm.extend(list(token_ids), last_only=True)[-1].float(), 2).values
+        return round(float(top[0] - top[1]), 6)
 
     def generate(
         self, prompt_ids: Sequence[int], chunks: Sequence[Sequence[int]] = (), config: GenerationConfig | None = None

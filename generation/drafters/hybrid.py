@@ -41,27 +41,34 @@ class HybridDrafter:
         self.copy_acceptance = [Acceptance(a * PRIOR_TRIALS, PRIOR_TRIALS) for a in COPY_PRIOR]
         self.model_acceptance = Acceptance(MODEL_PRIOR * PRIOR_TRIALS, PRIOR_TRIALS)
         self._last: tuple[Acceptance, int] | None = None
+        self._model_prompt: list[int] | None = None  # prefilled into the draft model after the first pass
+        self._proposed = False
 
     def prefill(self, context_ids: list[int]) -> None:
-        for drafter in (self.ngram, self.model):
-            if drafter is not None:
-                drafter.prefill(context_ids)
+        """Index the prompt for copies now; prefill the draft model only after the first target pass.
+
+        The first token then waits for the target's prefill alone (the draft's prefill of a
+        1000-token prompt is seconds on a CPU); the first step drafts by copy or not at all."""
+        if self.ngram is not None:
+            self.ngram.prefill(context_ids)
+        self._model_prompt = list(context_ids) if self.model is not None else None
 
     def propose(self, context_ids: list[int], k: int) -> Draft:
         self._last = None
         if k <= 0:
             return Draft()
         match = self.ngram.lookup(context_ids, k) if self.ngram is not None else None
+        model = self._ready_model()
         if self.fixed_length is not None:
-            return self._propose_fixed(context_ids, min(k, self.fixed_length), match)
+            return self._propose_fixed(context_ids, min(k, self.fixed_length), match, model)
         choice = (0, 1.0 / self.cost(1), None)  # (length, expected tokens/s, source)
         if match is not None:
             stats = self._copy_stats(match.length)
             n, rate = best_draft_length(stats.rate, self.cost, 0.0, len(match.continuation))
             if rate > choice[1]:
                 choice = (n, rate, stats)
-        if self.model is not None:
-            step = self.model.step_seconds or 0.3 * self.cost(1)
+        if model is not None:
+            step = model.step_seconds or 0.3 * self.cost(1)
             n, rate = best_draft_length(self.model_acceptance.rate, self.cost, step, k)
             if rate > choice[1]:
                 choice = (n, rate, self.model_acceptance)
@@ -70,19 +77,30 @@ class HybridDrafter:
             return Draft()
         if stats is self.model_acceptance:
             # the average acceptance says drafting pays; the draft's own confidence says how far
-            draft = self.model.propose(context_ids, min(k, MODEL_MAX_DRAFT), self.cost)
+            draft = model.propose(context_ids, min(k, MODEL_MAX_DRAFT), self.cost)
         else:
             draft = draft_from_match(match).truncate(n)
         self._last = (stats, len(draft))
         return draft
 
-    def _propose_fixed(self, context_ids: list[int], k: int, match) -> Draft:
+    def _ready_model(self) -> ModelDrafter | None:
+        """The model drafter from the second proposal on (prefilled then), None on the first."""
+        if self._model_prompt is None:
+            return self.model
+        if self._proposed:
+            self.model.prefill(self._model_prompt)
+            self._model_prompt = None
+            return self.model
+        self._proposed = True
+        return None
+
+    def _propose_fixed(self, context_ids: list[int], k: int, match, model: ModelDrafter | None) -> Draft:
         """Fixed-length mode: copy when a match exists, else draft with the model."""
         if match is not None:
             draft = draft_from_match(match).truncate(k)
             self._last = (self._copy_stats(match.length), len(draft))
-        elif self.model is not None:
-            draft = self.model.propose(context_ids, k)
+        elif model is not None:
+            draft = model.propose(context_ids, k)
             self._last = (self.model_acceptance, len(draft))
         else:
             draft = Draft()

@@ -205,3 +205,18 @@ def test_bad_config_and_empty_prompt_are_clear_errors(engine):
         GenerationConfig(max_new_tokens=0)
     with pytest.raises(SpecragError, match="empty"):
         engine.complete([], (), GenerationConfig())
+
+
+@pytest.mark.parametrize("speculation", ["model", "hybrid"])
+def test_the_first_token_waits_for_the_target_prefill_only(engine, speculation):
+    """The draft model is prefilled after the first target pass, so the first token never waits for it."""
+    prompt = random_prompt(random.Random(3), 200)
+    draft_positions = []
+    stream = engine.generate(prompt, [prompt[50:90]], GenerationConfig(speculation=speculation, max_new_tokens=30))
+    for _event in stream:
+        draft_positions.append(engine.draft.length)
+    assert draft_positions[0] == 0  # nothing of the prompt in the draft's cache when the first token is out
+    assert max(draft_positions) >= len(prompt) - 1  # and it was prefilled afterwards
+    reference = plain(engine, prompt, [prompt[50:90]], max_new_tokens=30)
+    result = engine.complete(prompt, [prompt[50:90]], GenerationConfig(speculation=speculation, max_new_tokens=30))
+    assert result.token_ids == reference.token_ids
