@@ -1,89 +1,75 @@
-"""`specrag bench`: decode speed of our speculative modes against plain decoding and
-transformers' prompt lookup and assisted generation, on Spec-Bench style questions.
+"""`specrag bench`: decode speed and time to first token of our speculative modes against
+plain decoding, transformers' prompt lookup and assisted generation, and llama.cpp.
 
-All methods share one process and one copy of the models, run interleaved per question
-(order rotated per question) after an unrecorded warm-up. Speed is measured on decode
-time only, and the prompt is prefilled ONCE per question:
+All methods share one process, run interleaved per question (order rotated per question)
+after an unrecorded warm-up. The prompt is prefilled ONCE per question for our engine and
+transformers' methods, so their speedups compare decode times only:
 - our engine (plain = speculation "none", ngram, model, hybrid): the engine's CachedLM keeps
-  a snapshot of the last prefilled prompt and reuses it, so only the first method pays
-  the prefill (outside decode time anyway). Decode time = Stats.decode_s.
-- transformers (hf-prompt-lookup, hf-assisted): `generate(input_ids=prompt, cache=deep copy
-  of the prefilled target cache)`, timed around the call. transformers 5.24 assisted
-  decoding feeds the whole input again on its first iteration even with a filled cache,
-  so `prepare_inputs_for_generation` is wrapped to feed only what the cache lacks (as its
-  own `_prefill` does for greedy search); hf-assisted's assistant starts from a deep copy
-  of the prefilled draft cache. Target passes are counted by wrapping the target forward.
+  a snapshot of the last prefilled prompt and reuses it. Decode time = Stats.decode_s.
+- transformers (hf-prompt-lookup, hf-assisted): bench_hf.py, from copies of the prefilled caches.
+- llama.cpp (llamacpp-plain): bench_llamacpp.py, the same GGUF from an empty cache.
+Time to first token adds the prompt's prefill to each method's wait for its first token.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import functools
-import json
-import math
+import importlib.util
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.bench_hf import PROMPT_LOOKUP_TOKENS, run_hf
+from app.bench_llamacpp import LlamaCppPlain, check_available
+from app.bench_report import SPEEDUP_DEFINITION, first_divergence, make_report, run_record, write_results
 from app.cli_options import add_model_args, add_sampling_args, model_options
 from app.copilot import AnswerOptions, Copilot, CopilotOptions
+from app.copilot.loading import target_gguf
 from app.copilot.prompting import encode_chunks, encode_prompt, spec_bench_rows
-from core.atomic import write_atomic
 from core.errors import SpecragError
+from core.hardware import cpu_name
 
-METHODS = ("plain", "hf-prompt-lookup", "hf-assisted", "ngram", "model", "hybrid")
+METHODS = ("plain", "hf-prompt-lookup", "hf-assisted", "ngram", "model", "hybrid", "llamacpp-plain")
 ENGINE_MODES = {"plain": "none", "ngram": "ngram", "model": "model", "hybrid": "hybrid"}
 NEEDS_DRAFT = ("hf-assisted", "model", "hybrid")
-PROMPT_LOOKUP_TOKENS = 10
+LLAMACPP = "llamacpp-plain"
 WARMUP_TOKENS = 4
-SPEEDUP_DEFINITION = (
-    "speedup = geometric mean over questions of (method new tokens / method decode s) / "
-    "(plain new tokens / plain decode s); decode time excludes the prompt prefill, which is done once per "
-    "question and reused by every method. tok/s = total new tokens / total decode seconds; tokens/pass = "
-    "total new tokens / total target decode passes (bonus token included, 1.00 for plain); acceptance = "
-    "accepted / drafted tokens; identical_to_plain = fraction of questions whose greedy output ids equal plain's."
-)
 
 PREFILL_REUSE = {
     "engine": "prefilled once per question; CachedLM.prefill reuses the snapshot of that prompt; "
-    "decode time = Stats.decode_s",
+    "decode time = Stats.decode_s; TTFT = target prefill + first pass (the draft prefills after the first token)",
     "transformers": "generate(cache=deep copy of the target cache over prompt[:-1]); first assisted iteration "
     "fed only the uncached token; hf-assisted's assistant starts from a copy of the draft cache; "
-    "decode time = wall time of the generate call",
+    "decode time = wall time of the generate call; TTFT = target prefill (+ draft prefill for hf-assisted) "
+    "+ the wait for the first streamed token",
+    "llamacpp": "reset before every answer, so it prefills the whole prompt itself; TTFT = its wait for the "
+    "first token; decode time = new tokens x its mean step after the first token",
 }
 
 
 @dataclass
 class Prefilled:
-    """One question's prompt, chunks and the caches every method starts from."""
+    """One question's prompt, chunks and the caches every engine and transformers method starts from."""
 
     row: dict
     prompt_ids: list[int]
     chunk_ids: list[list[int]]
     target_cache: Any  # DynamicCache over prompt[:-1]
     draft_cache: Any  # DynamicCache over prompt[:-1], or None
-    seconds: float
-
-
-@dataclass
-class HFCounts:
-    passes: int = 0
-    drafted: int = 0
-    accepted: int = 0
+    target_seconds: float
+    draft_seconds: float
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="benchmark decode speed of every speculation method",
-        description="Decode speed of plain, n-gram, model and hybrid speculation and of transformers' prompt lookup "
-        "and assisted generation on Spec-Bench questions. " + SPEEDUP_DEFINITION,
+        help="benchmark decode speed and time to first token of every speculation method",
+        description="Decode speed and time to first token of plain, n-gram, model and hybrid speculation, of "
+        "transformers' prompt lookup and assisted generation, and of llama.cpp's plain decoding on Spec-Bench "
+        "questions. " + SPEEDUP_DEFINITION,
     )
     parser.add_argument(
         "--questions",
@@ -95,8 +81,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_sampling_args(parser)
     parser.add_argument(
         "--methods",
-        default=",".join(METHODS),
-        help=f"comma list out of {','.join(METHODS)} (default all; plain always runs)",
+        default=None,
+        help=f"comma list out of {','.join(METHODS)} (default all; {LLAMACPP} only when llama-cpp-python is "
+        "installed; plain always runs)",
+    )
+    parser.add_argument(
+        "--gguf",
+        default=None,
+        metavar="FILE",
+        help=f"the target's GGUF for {LLAMACPP} (default: the packaged default target's)",
     )
     parser.add_argument("--out", required=True, metavar="FILE.json", help="results JSON; a .md table is written beside")
     add_model_args(parser)
@@ -104,8 +97,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    methods = parse_methods(args.methods)
+    methods = parse_methods(args.methods) if args.methods else default_methods()
     rows = spec_bench_rows(args.questions, args.limit)
+    gguf = Path(args.gguf) if args.gguf else None
+    if LLAMACPP in methods and gguf is None and (gguf := target_gguf(args.target)) is None:
+        raise SpecragError(f"{LLAMACPP} needs the target as a GGUF file: pass --gguf FILE")
+    if LLAMACPP in methods:
+        check_available(gguf)
     _quiet_transformers()
     copilot = Copilot.load(CopilotOptions(models=model_options(args)))
     loaded = copilot.loaded
@@ -114,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         speculation="none", temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens
     )
     config = copilot.generation_config(answer)
-    record = config_record(args, loaded, methods, len(rows))
+    record = config_record(args, loaded, methods, len(rows)) | {"gguf": str(gguf) if gguf else None}
     questions: list[dict] = []
 
     def save_so_far(question: dict) -> None:
@@ -122,9 +120,17 @@ def run(args: argparse.Namespace) -> int:
         questions.append(question)
         write_results(Path(args.out), make_report(record, methods, questions, config.sampling.greedy))
 
-    Bench(loaded.engine, config, methods).run(rows, on_question=save_so_far)
+    Bench(loaded.engine, config, methods, gguf).run(rows, on_question=save_so_far)
     print(write_results(Path(args.out), make_report(record, methods, questions, config.sampling.greedy)))
     return 0
+
+
+def default_methods() -> list[str]:
+    """Every method; llamacpp-plain only where llama-cpp-python is installed (the optional bench extra)."""
+    if importlib.util.find_spec("llama_cpp") is not None:
+        return list(METHODS)
+    _progress(f"llama-cpp-python is not installed: skipping {LLAMACPP} (pip install -e '.[bench]')")
+    return [m for m in METHODS if m != LLAMACPP]
 
 
 def parse_methods(text: str) -> list[str]:
@@ -138,20 +144,24 @@ def parse_methods(text: str) -> list[str]:
 def usable_methods(methods: list[str], has_draft: bool) -> list[str]:
     """Plain first (it is the reference); without a draft model, drop the methods that need one."""
     if "plain" not in methods:
-        print("specrag bench: adding plain, the reference for speedup and identity", file=sys.stderr)
+        _progress("adding plain, the reference for speedup and identity")
     methods = ["plain", *[m for m in methods if m != "plain"]]
     if not has_draft and any(m in NEEDS_DRAFT for m in methods):
-        print(
-            f"specrag bench: no draft model: skipping {', '.join(m for m in methods if m in NEEDS_DRAFT)}",
-            file=sys.stderr,
-        )
+        _progress(f"no draft model: skipping {', '.join(m for m in methods if m in NEEDS_DRAFT)}")
         methods = [m for m in methods if m not in NEEDS_DRAFT]
     return methods
 
 
 class Bench:
-    def __init__(self, engine: Any, config: Any, methods: list[str]) -> None:
+    def __init__(self, engine: Any, config: Any, methods: list[str], gguf: Path | None = None) -> None:
         self.engine, self.config, self.methods = engine, config, methods
+        self.llamacpp: LlamaCppPlain | None = None
+        if LLAMACPP in methods:
+            if gguf is None:
+                raise SpecragError(f"{LLAMACPP} needs the target as a GGUF file: pass --gguf FILE")
+            import torch
+
+            self.llamacpp = LlamaCppPlain(gguf, torch.get_num_threads(), engine.eos, config.seed)
 
     def run(self, rows: list[dict], on_question: Callable[[dict], None] | None = None) -> list[dict]:
         done = []
@@ -165,7 +175,8 @@ class Bench:
         """Prefill once, run every method (order rotated by `shift`), compare each with plain."""
         pre = self.prefill(row)
         _progress(
-            f"{tag}: prompt {len(pre.prompt_ids)} tokens, {len(pre.chunk_ids)} chunks, prefill {pre.seconds:.1f} s"
+            f"{tag}: prompt {len(pre.prompt_ids)} tokens, {len(pre.chunk_ids)} chunks, "
+            f"prefill {pre.target_seconds:.1f} s (+ draft {pre.draft_seconds:.1f} s)"
         )
         if warm_up:
             self.warm_up(pre)
@@ -174,7 +185,10 @@ class Bench:
         runs = {}
         for method in order:
             run = runs[method] = self.run_method(method, pre, self.config)
-            _progress(f"{tag} {method}: {run['new_tokens']} tokens, {_fmt(run['tokens_per_s'])} tok/s")
+            _progress(
+                f"{tag} {method}: {run['new_tokens']} tokens, {_fmt(run['tokens_per_s'])} tok/s, "
+                f"first token after {_fmt(run['ttft_s'])} s"
+            )
         self.compare(pre, runs)
         return question_record(pre, order, {m: runs[m] for m in self.methods})
 
@@ -183,8 +197,10 @@ class Bench:
         tokenizer = self.engine.tokenizer
         prompt = encode_prompt(tokenizer, [{"role": "user", "content": row["turn"]}])
         chunks = encode_chunks(tokenizer, row["chunks"])
-        snapshot = self.engine.prefill_snapshot(prompt)
-        return Prefilled(row, prompt, chunks, snapshot.target_cache, snapshot.draft_cache, snapshot.seconds)
+        snap = self.engine.prefill_snapshot(prompt)
+        return Prefilled(
+            row, prompt, chunks, snap.target_cache, snap.draft_cache, snap.target_seconds, snap.draft_seconds
+        )
 
     def warm_up(self, pre: Prefilled) -> None:
         config = replace(self.config, max_new_tokens=min(WARMUP_TOKENS, self.config.max_new_tokens))
@@ -195,13 +211,17 @@ class Bench:
     def run_method(self, method: str, pre: Prefilled, config: Any) -> dict:
         if method in ENGINE_MODES:
             return self.run_engine(ENGINE_MODES[method], pre, config)
-        return self.run_hf(method, pre, config)
+        if method == LLAMACPP:
+            return self.llamacpp.run(pre.prompt_ids, config)
+        run = run_hf(self.engine, method, pre.prompt_ids, (pre.target_cache, pre.draft_cache), config)
+        prefill = pre.target_seconds + (pre.draft_seconds if method == "hf-assisted" else 0.0)
+        return run | {"ttft_s": _add(prefill, run["first_token_s"])}
 
     def run_engine(self, mode: str, pre: Prefilled, config: Any) -> dict:
         done = self.engine.complete(pre.prompt_ids, pre.chunk_ids, replace(config, speculation=mode))
         stats = done.stats
         drafted = sum(stats.drafted.values())
-        return run_record(
+        run = run_record(
             done.token_ids,
             stats.decode_s,
             stats.target_passes,
@@ -209,46 +229,9 @@ class Bench:
             sum(stats.accepted.values()),
             done.finish_reason,
             done.text,
+            stats.ttft_s,
         )
-
-    def run_hf(self, method: str, pre: Prefilled, config: Any) -> dict:
-        import torch
-
-        model = self.engine.target.model
-        kwargs = self.hf_kwargs(method, config)
-        cache = copy.deepcopy(pre.target_cache)
-        assistant_cache = copy.deepcopy(pre.draft_cache) if method == "hf-assisted" else None
-        input_ids = torch.tensor([pre.prompt_ids], device=model.device)
-        torch.manual_seed(config.seed)  # transformers samples from the global generator
-        with hf_hooks(model, assistant_cache) as counts:
-            start = time.perf_counter()
-            output = model.generate(input_ids=input_ids, cache=cache, **kwargs)
-            seconds = time.perf_counter() - start
-        tokens = output[0, len(pre.prompt_ids) :].tolist()
-        finish = "eos" if tokens and tokens[-1] in self.engine.eos else "length"
-        text = self.engine.tokenizer.decode(tokens, skip_special_tokens=True)
-        return run_record(tokens, seconds, counts.passes, counts.drafted, counts.accepted, finish, text)
-
-    def hf_kwargs(self, method: str, config: Any) -> dict:
-        eos = sorted(self.engine.eos)
-        pad = self.engine.tokenizer.pad_token_id
-        kwargs = {
-            "max_new_tokens": config.max_new_tokens,
-            "eos_token_id": eos,
-            "pad_token_id": pad if pad is not None else eos[0],
-            "do_sample": not config.sampling.greedy,
-        }
-        if not config.sampling.greedy:
-            kwargs |= {
-                "temperature": config.sampling.temperature,
-                "top_p": config.sampling.top_p,
-                "top_k": config.sampling.top_k,
-            }
-        if method == "hf-prompt-lookup":
-            kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
-        elif method == "hf-assisted":
-            kwargs["assistant_model"] = self.engine.draft.model
-        return kwargs
+        return run | {"ttft_s": _add(pre.target_seconds, stats.ttft_s)}
 
     def compare(self, pre: Prefilled, runs: dict[str, dict]) -> None:
         """Per-question speedup over plain; under greedy, where and how each output departs from plain."""
@@ -260,104 +243,15 @@ class Bench:
                 run |= {"identical_to_plain": None, "first_divergence": None, "divergence_margin": None}
                 continue
             index = first_divergence(plain["output_token_ids"], run["output_token_ids"])
-            if index is not None and index not in margins:
-                margins[index] = self.divergence_margin(pre, plain["output_token_ids"], index)
+            if index is not None and index not in margins and index < len(plain["output_token_ids"]):
+                margins[index] = self.engine.logit_margin(
+                    pre.target_cache, [pre.prompt_ids[-1], *plain["output_token_ids"][:index]]
+                )
             run |= {
                 "identical_to_plain": index is None,
                 "first_divergence": index,
                 "divergence_margin": margins.get(index) if index is not None else None,
             }
-
-    def divergence_margin(self, pre: Prefilled, plain_ids: list[int], index: int) -> float | None:
-        """Target top-1 minus top-2 logit after prompt + plain[:index]: a tiny margin means rounding."""
-        import torch
-
-        from generation.cached_lm import CachedLM
-
-        if index >= len(plain_ids):
-            return None
-        lm = CachedLM(self.engine.target.model)
-        lm.cache = copy.deepcopy(pre.target_cache)
-        logits = lm.extend([pre.prompt_ids[-1], *plain_ids[:index]], last_only=True)[-1].float()
-        top = torch.topk(logits, 2).values
-        return round(float(top[0] - top[1]), 6)
-
-
-@contextmanager
-def hf_hooks(model: Any, assistant_cache: Any) -> Iterator[HFCounts]:
-    """Count target passes and drafts, start from a filled cache on the first assisted step, prefill the assistant."""
-    counts = HFCounts()
-    forward, prepare = model.forward, model.prepare_inputs_for_generation
-    make_candidates = model._get_candidate_generator
-
-    @functools.wraps(forward)
-    def counted_forward(*args: Any, **kwargs: Any) -> Any:
-        counts.passes += 1
-        return forward(*args, **kwargs)
-
-    @functools.wraps(prepare)
-    def prepare_after_cache(input_ids: Any, **kwargs: Any) -> Any:
-        cache = kwargs.get("cache")
-        cached = cache.get_seq_length() if cache is not None else 0
-        if kwargs.get("next_sequence_length") is None and 0 < cached < input_ids.shape[1]:
-            kwargs["next_sequence_length"] = input_ids.shape[1] - cached  # feed only what the cache lacks
-        return prepare(input_ids, **kwargs)
-
-    @functools.wraps(make_candidates)
-    def candidates_with_counts(*args: Any, **kwargs: Any) -> Any:
-        generator = make_candidates(*args, **kwargs)
-        if assistant_cache is not None and hasattr(generator, "assistant_kwargs"):
-            generator.assistant_kwargs["cache"] = assistant_cache  # it crops what it must re-feed
-        update = generator.update_candidate_strategy
-
-        def counted_update(input_ids: Any, scores: Any, num_matches: Any) -> Any:
-            counts.drafted += scores.shape[1] - 1  # scores cover the candidates plus the bonus position
-            counts.accepted += int(num_matches)
-            return update(input_ids, scores, num_matches)
-
-        generator.update_candidate_strategy = counted_update
-        return generator
-
-    patches = {
-        "forward": counted_forward,
-        "prepare_inputs_for_generation": prepare_after_cache,
-        "_get_candidate_generator": candidates_with_counts,
-    }
-    saved = {name: vars(model)[name] for name in patches if name in vars(model)}  # earlier instance-level patches
-    for name, patch in patches.items():
-        setattr(model, name, patch)
-    try:
-        yield counts
-    finally:
-        for name in patches:
-            delattr(model, name)
-        for name, value in saved.items():
-            setattr(model, name, value)
-
-
-def run_record(
-    tokens: list[int], seconds: float, passes: int, drafted: int | None, accepted: int, finish: str, text: str
-) -> dict:
-    return {
-        "new_tokens": len(tokens),
-        "decode_s": round(seconds, 4),
-        "tokens_per_s": round(len(tokens) / seconds, 4) if seconds > 0 else None,
-        "target_passes": passes,
-        "tokens_per_pass": round(len(tokens) / passes, 4) if passes else None,
-        "drafted": drafted,
-        "accepted": accepted if drafted is not None else None,
-        "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
-        "finish_reason": finish,
-        "output_token_ids": tokens,
-        "text": text,
-    }
-
-
-def first_divergence(reference: list[int], tokens: list[int]) -> int | None:
-    for i, (a, b) in enumerate(zip(reference, tokens, strict=False)):
-        if a != b:
-            return i
-    return None if len(reference) == len(tokens) else min(len(reference), len(tokens))
 
 
 def question_record(pre: Prefilled, order: list[str], runs: dict[str, dict]) -> dict:
@@ -367,33 +261,10 @@ def question_record(pre: Prefilled, order: list[str], runs: dict[str, dict]) -> 
         "category": row["category"],
         "prompt_tokens": len(pre.prompt_ids),
         "chunks": len(pre.chunk_ids),
-        "prefill_s": round(pre.seconds, 4),
+        "prefill_s": round(pre.target_seconds, 4),
+        "draft_prefill_s": round(pre.draft_seconds, 4),
         "order": order,
         "methods": runs,
-    }
-
-
-def make_report(config: dict, methods: list[str], questions: list[dict], greedy: bool) -> dict:
-    summary = {m: summarize([q["methods"][m] for q in questions], greedy) for m in methods}
-    return {"config": config, "speedup_definition": SPEEDUP_DEFINITION, "summary": summary, "questions": questions}
-
-
-def summarize(runs: list[dict], greedy: bool) -> dict:
-    tokens = sum(r["new_tokens"] for r in runs)
-    seconds = sum(r["decode_s"] for r in runs)
-    passes = sum(r["target_passes"] for r in runs)
-    drafted = sum(r["drafted"] or 0 for r in runs)
-    speedups = [r["speedup"] for r in runs if r["speedup"]]
-    identical = [r["identical_to_plain"] for r in runs]
-    return {
-        "tokens_per_s": _round(_ratio(tokens, seconds)),
-        "speedup": _round(math.exp(sum(map(math.log, speedups)) / len(speedups))) if speedups else None,
-        "tokens_per_pass": _round(_ratio(tokens, passes)),
-        "acceptance_rate": _round(_ratio(sum(r["accepted"] or 0 for r in runs), drafted)) if drafted else None,
-        "identical_to_plain": _round(sum(identical) / len(identical)) if greedy and identical else None,
-        "mean_new_tokens": _round(tokens / len(runs)) if runs else None,
-        "total_new_tokens": tokens,
-        "total_decode_s": _round(seconds),
     }
 
 
@@ -423,39 +294,15 @@ def config_record(args: argparse.Namespace, loaded: Any, methods: list[str], que
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
         "prompt_lookup_num_tokens": PROMPT_LOOKUP_TOKENS,
+        "cpu": cpu_name(),
         "warmup_tokens": WARMUP_TOKENS,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "prefill_reuse": PREFILL_REUSE,
     }
 
 
-def markdown_table(report: dict) -> str:
-    config = report["config"]
-    lines = [
-        f"# specrag bench: {Path(config['questions_file']).name}, {config['questions']} questions",
-        "",
-        f"max_new_tokens {config['max_new_tokens']}, temperature {config['temperature']}, "
-        f"{config['device']} {config['dtype']}, {config['torch_threads']} threads, {config['date']}",
-        "",
-        "| method | tok/s | speedup | tokens/pass | acceptance | identical_to_plain | mean new tokens |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for method, s in report["summary"].items():
-        lines.append(
-            f"| {method} | {_fmt(s['tokens_per_s'])} | {_fmt(s['speedup'], 'x')} | "
-            f"{_fmt(s['tokens_per_pass'])} | {_fmt(s['acceptance_rate'])} | "
-            f"{_fmt(s['identical_to_plain'])} | {_fmt(s['mean_new_tokens'], '', 1)} |"
-        )
-    return "\n".join([*lines, "", report["speedup_definition"], ""])
-
-
-def write_results(path: Path, report: dict) -> str:
-    """Write the JSON and the markdown table beside it, each atomically; return the table."""
-    table = markdown_table(report)
-    payload = json.dumps(report, indent=1)
-    write_atomic(path, payload)
-    write_atomic(path.with_suffix(".md"), table)
-    return table
+def _add(a: float | None, b: float | None) -> float | None:
+    return round(a + b, 4) if a is not None and b is not None else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -466,8 +313,8 @@ def _round(value: float | None) -> float | None:
     return round(value, 4) if value is not None else None
 
 
-def _fmt(value: float | None, suffix: str = "", digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _progress(message: str) -> None:

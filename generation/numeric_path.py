@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from core.atomic import write_atomic
+from core.hardware import cpu_name
 from generation.calibration import read_table
 from generation.errors import ModelError
 from generation.quantized import Int4Linear, Int8Linear
@@ -90,18 +90,8 @@ def _cache_bytes() -> int:
 
 
 def machine_key() -> str:
-    parts = [_cpu_name(), str(torch.get_num_threads()), torch.__version__]
+    parts = [cpu_name(), str(torch.get_num_threads()), torch.__version__]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _seconds(fn, x: torch.Tensor) -> float:

@@ -1,11 +1,15 @@
 """`specrag bench` end to end on tiny models, plus its bookkeeping."""
 
 import json
+import sys
+import types
+from typing import ClassVar
 
 import pytest
+import torch
 
 from app import bench
-from app.bench import METHODS, Bench, first_divergence, parse_methods
+from app.bench import LLAMACPP, METHODS, Bench, first_divergence, parse_methods
 from app.cli import main
 from generation.errors import SpecragError
 
@@ -40,7 +44,52 @@ RUN_KEYS = {
     "divergence_margin",
     "identical_to_plain",
     "speedup",
+    "ttft_s",
+    "first_token_s",
 }
+WITHOUT_LLAMACPP = [m for m in METHODS if m != LLAMACPP]
+
+
+@pytest.fixture(autouse=True)
+def no_llamacpp(monkeypatch):
+    """llama-cpp-python (the optional bench extra) is absent unless a test installs the fake below."""
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+
+
+class FakeLlama:
+    """llama_cpp.Llama over the tiny target: greedy continuation of the given ids, one token per pass."""
+
+    instances: ClassVar[list["FakeLlama"]] = []
+    model: ClassVar = None
+
+    def __init__(self, model_path, **kwargs):
+        self.model_path, self.kwargs, self.resets, self.prompts = model_path, kwargs, 0, []
+        FakeLlama.instances.append(self)
+
+    def reset(self):
+        self.resets += 1
+
+    def generate(self, tokens, reset=True, **sampler):
+        assert sampler["temp"] == 0.0 and sampler["repeat_penalty"] == 1.0
+        self.prompts.append(list(tokens))
+        ids = list(tokens)
+        while True:
+            with torch.inference_mode():
+                token = int(FakeLlama.model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+            yield token
+            ids.append(token)
+
+    def detokenize(self, tokens):
+        return bytes(t % 256 for t in tokens)
+
+
+@pytest.fixture
+def fake_llamacpp(monkeypatch, tiny_engine, tmp_path):
+    FakeLlama.instances, FakeLlama.model = [], tiny_engine[0]
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    gguf = tmp_path / "target.gguf"
+    gguf.write_bytes(b"GGUF")
+    return gguf
 
 
 @pytest.fixture
@@ -60,22 +109,25 @@ def test_bench_writes_json_and_markdown_for_every_method(tiny_engine, tmp_path, 
     code, out = run_bench(tmp_path, questions)
     assert code == 0
     report = json.loads(out.read_text())
-    assert list(report["summary"]) == list(METHODS)
+    assert list(report["summary"]) == WITHOUT_LLAMACPP  # its package is not installed
     assert report["config"]["target_path"] == "/models/tiny-target" and report["config"]["questions"] == 2
     for method, summary in report["summary"].items():
         assert set(summary) >= SUMMARY_KEYS, method
         assert summary["mean_new_tokens"] > 0 and summary["tokens_per_s"] > 0 and summary["tokens_per_pass"] >= 1
+        assert summary["ttft_s"] > 0 and summary["slowest_speedup"] <= summary["speedup"] + 1e-9
     for method in ("plain", "ngram", "model", "hybrid"):
         assert report["summary"][method]["identical_to_plain"] == 1.0, method
     assert report["summary"]["plain"]["speedup"] == 1.0 and report["summary"]["plain"]["acceptance_rate"] is None
     assert report["summary"]["ngram"]["acceptance_rate"] is not None
     for question in report["questions"]:
-        assert set(question["order"]) == set(METHODS)
+        assert set(question["order"]) == set(WITHOUT_LLAMACPP)
         for run in question["methods"].values():
             assert set(run) >= RUN_KEYS and run["new_tokens"] == len(run["output_token_ids"]) > 0
+            # time to first token = the prompt's prefill + the method's own wait
+            assert run["ttft_s"] >= question["prefill_s"] + run["first_token_s"] - 1e-3
     assert [q["order"][0] for q in report["questions"]] == ["plain", "hf-prompt-lookup"]  # rotated
     table = out.with_suffix(".md").read_text()
-    assert all(f"| {m} |" in table for m in METHODS) and "geometric mean" in table
+    assert all(f"| {m} |" in table for m in WITHOUT_LLAMACPP) and "geometric mean" in table and "TTFT" in table
     assert "| hybrid |" in capsys.readouterr().out
 
 
@@ -151,3 +203,66 @@ def test_help_points_at_the_spec_bench_rag_file(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--help"])
     assert "spec_bench/rag.jsonl" in capsys.readouterr().out
+
+
+def test_llamacpp_plain_decodes_the_same_ids_from_an_empty_cache(fake_llamacpp, tmp_path, questions):
+    code, out = run_bench(tmp_path, questions, "--methods", "plain,hybrid,llamacpp-plain", "--gguf", str(fake_llamacpp))
+    assert code == 0
+    report = json.loads(out.read_text())
+    (llm,) = FakeLlama.instances
+    assert llm.model_path == str(fake_llamacpp) and llm.kwargs["n_threads"] == torch.get_num_threads()
+    runs = [q["methods"] for q in report["questions"]]
+    assert llm.resets == len(llm.prompts) == 2 + 1  # two questions plus the warm-up, each from a reset cache
+    assert [len(p) for p in llm.prompts[1:]] == [q["prompt_tokens"] for q in report["questions"]]
+    for question, methods in zip(report["questions"], runs, strict=True):
+        assert (
+            llm.prompts.count(llm.prompts[-1]) >= 1 and len(llm.prompts[0]) == report["questions"][0]["prompt_tokens"]
+        )
+        run = methods[LLAMACPP]
+        assert run["new_tokens"] == methods["plain"]["new_tokens"] <= 24  # stopped at EOS or the budget
+        assert run["identical_to_plain"] is True  # the fake is the tiny target's greedy decoding
+        assert run["ttft_s"] == run["first_token_s"] > 0 and run["tokens_per_s"] > 0
+        assert question["order"][0] in ("plain", "hybrid")
+    assert report["summary"][LLAMACPP]["ttft_s"] > 0
+    assert "| llamacpp-plain |" in out.with_suffix(".md").read_text()
+
+
+def test_llamacpp_plain_is_a_clear_error_without_its_package(tiny_engine, tmp_path, questions, capsys, monkeypatch):
+    loaded = []
+    monkeypatch.setattr(bench.Copilot, "load", lambda *a, **k: loaded.append(1))
+    gguf = tmp_path / "t.gguf"
+    gguf.write_bytes(b"GGUF")
+    code = main(
+        [
+            "bench",
+            "--questions",
+            str(questions),
+            "--methods",
+            "plain,llamacpp-plain",
+            "--gguf",
+            str(gguf),
+            "--out",
+            str(tmp_path / "b.json"),
+        ]
+    )
+    assert code == 2
+    assert "pip install -e '.[bench]'" in capsys.readouterr().err
+    assert not loaded  # before any model loads
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_llamacpp_plain_needs_a_gguf_for_a_model_folder(fake_llamacpp, tmp_path, questions, capsys):
+    code = main(
+        [
+            "bench",
+            "--questions",
+            str(questions),
+            "--methods",
+            "llamacpp-plain",
+            "--target",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "b.json"),
+        ]
+    )
+    assert code == 2 and "--gguf FILE" in capsys.readouterr().err

@@ -1,0 +1,83 @@
+"""`llamacpp-plain` for `specrag bench`: llama.cpp's plain decoding of the same target GGUF.
+
+The yardstick a CPU user would reach for instead of specrag (llama-cpp-python, the `bench`
+extra, a ~10 min source build on 2 cores). It runs in the bench's process with the bench's
+thread count, on the token ids our tokenizer made (the GGUF carries the same vocabulary),
+from an empty KV cache for every answer, so its time to first token includes its own
+prefill. It is another numeric model (Q4_K_M through llama.cpp's kernels), so its answers
+are not expected to equal ours token for token.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from app.bench_report import run_record
+from core.errors import SpecragError
+
+CONTEXT = 8192  # KV positions llama.cpp reserves; Spec-Bench RAG prompts are ~1-3k tokens
+
+
+class LlamaCppPlain:
+    def __init__(self, gguf: Path, threads: int, eos: set[int], seed: int = 0, context: int = CONTEXT) -> None:
+        check_available(gguf)
+        from llama_cpp import Llama
+
+        self.context, self.eos = context, eos
+        self.llm = Llama(
+            model_path=str(gguf), n_ctx=context, n_threads=threads, n_threads_batch=threads, seed=seed, verbose=False
+        )
+
+    def run(self, prompt_ids: list[int], config: Any) -> dict:
+        """One answer; decode_s = new tokens x llama.cpp's mean step after its first token."""
+        if len(prompt_ids) + config.max_new_tokens > self.context:
+            raise SpecragError(
+                f"a {len(prompt_ids)}-token prompt plus {config.max_new_tokens} new tokens exceeds llamacpp-plain's "
+                f"{self.context}-token context; lower --max-new-tokens or leave llamacpp-plain out"
+            )
+        self.llm.reset()  # forget the previous prompt: every answer pays its own prefill
+        tokens: list[int] = []
+        start = time.perf_counter()
+        first = last = start
+        for token in self.llm.generate(prompt_ids, reset=True, **sampler_kwargs(config)):
+            last = time.perf_counter()
+            if not tokens:
+                first = last
+            tokens.append(int(token))
+            if token in self.eos or len(tokens) >= config.max_new_tokens:
+                break  # before generate evaluates this token: plain decoding stops here too
+        step = (last - first) / (len(tokens) - 1) if len(tokens) > 1 else last - first
+        finish = "eos" if tokens and tokens[-1] in self.eos else "length"
+        text = self.llm.detokenize([t for t in tokens if t not in self.eos]).decode("utf-8", errors="replace")
+        record = run_record(tokens, step * len(tokens), len(tokens), None, 0, finish, text, first - start)
+        record["ttft_s"] = record["first_token_s"]  # its own prefill included
+        return record
+
+
+def check_available(gguf: Path) -> None:
+    """Clear errors, before any model loads, for a missing llama-cpp-python or GGUF file."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as error:
+        raise SpecragError(
+            "the llamacpp-plain method needs llama-cpp-python: pip install -e '.[bench]' "
+            "(it builds llama.cpp from source, ~10 min on 2 cores), or leave llamacpp-plain out of --methods"
+        ) from error
+    if not gguf.is_file():
+        raise SpecragError(f"GGUF file {gguf} does not exist; pass the target's GGUF with --gguf FILE")
+
+
+def sampler_kwargs(config: Any) -> dict:
+    """llama.cpp sampling matching ours: temperature 0 is its greedy sampler; no penalties, no min-p."""
+    sampling = config.sampling
+    if sampling.greedy:
+        return {"temp": 0.0, "top_k": 1, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0}
+    return {
+        "temp": sampling.temperature,
+        "top_k": sampling.top_k or 0,
+        "top_p": sampling.top_p,
+        "min_p": 0.0,
+        "repeat_penalty": 1.0,
+    }
