@@ -156,7 +156,7 @@ def ensure_packaged_model(alias: str, root: Path | None = None) -> Path:
 
 
 def ensure_quantized_model(alias: str, mode: str, root: Path | None = None) -> Path:
-    """Local directory with the packaged model quantized (`int4` / `int8`), built straight from its GGUF.
+    """Local directory with the packaged model quantized (`int4`, `int8` or a draft's `int4-all`), built from its GGUF.
 
     No float32 copy is made on disk or in memory (quantized_model.build_from_gguf); the first
     build takes ~1 minute for the default target, later loads about a second.

@@ -115,13 +115,14 @@ def quantize_draft_int8(model: PreTrainedModel) -> PreTrainedModel:
         return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
 
 
-def load_quantized_lm(name: str, mode: str) -> tuple[PreTrainedModel, str]:
+def load_quantized_lm(name: str, mode: str, draft: bool = False) -> tuple[PreTrainedModel, str]:
     """A model on the int4/int8 path and its directory: packaged models straight from their GGUF
-    (cached, no float32 copy); other models are loaded in float32 once and quantized in memory."""
-    from generation.quantized_model import load_quantized, quantize_module_tree
+    (cached, no float32 copy); other models are loaded in float32 once and quantized in memory.
+    A packaged draft on the int4 path has every matrix in int4 (quantized_model.DRAFT_INT4)."""
+    from generation.quantized_model import DRAFT_INT4, load_quantized, quantize_module_tree
 
     if name in PACKAGED:
-        path = ensure_quantized_model(name, mode)
+        path = ensure_quantized_model(name, DRAFT_INT4 if draft and mode == "int4" else mode)
         return load_quantized(path), str(path)
     path = resolve_model(name)
     return quantize_module_tree(load_causal_lm(path, torch.device("cpu"), torch.float32), mode), path
@@ -174,6 +175,6 @@ def load_quantized_models(target: str, draft: str | None, dev: torch.device, mod
     tokenizer = AutoTokenizer.from_pretrained(target_path)
     draft_model, draft_path = None, None
     if draft:
-        draft_model, draft_path = load_quantized_lm(draft, mode)
+        draft_model, draft_path = load_quantized_lm(draft, mode, draft=True)
         check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_path), target_model, draft_model)
     return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, quant=mode)

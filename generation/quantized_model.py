@@ -27,6 +27,12 @@ from generation.invariant_attention import NAME as INVARIANT_ATTENTION
 from generation.quantized import HalfEmbedding, Int4Linear, Int8Linear, Q4KEmbedding
 
 QUANT_MODES = ("int4", "int8")
+# A draft model's build: every matrix the int4 kernel can tile goes to int4, re-quantized from the
+# GGUF's Q5_0 / Q8_0 / Q6_K values where it is not Q4_K. The draft only proposes and the target
+# decides, so a coarser draft cannot change an answer, only how many drafted tokens are accepted.
+# The default draft's 896-wide rows do not fit Q4_K's 256-weight blocks, so its GGUF holds most
+# matrices in Q5_0 / Q8_0: as per-channel int8 a draft step cost as much as a target step here.
+DRAFT_INT4 = "int4-all"
 WEIGHTS = "quantized.safetensors"
 LAYER_NAMES = {  # Hugging Face suffix -> GGUF tensor name, for the llama/qwen2 layout
     "self_attn.q_proj": "attn_q",
@@ -176,8 +182,10 @@ def _linear_from_gguf(tensors: GGUFTensors, name: str, module: nn.Linear, mode: 
         base = "token_embd"  # tied output head
     bias = tensors.floats(base + ".bias") if base + ".bias" in tensors else None
     kind = tensors.kind(base + ".weight").name
-    if mode == "int4" and kind == "Q4_K":
+    if mode in ("int4", DRAFT_INT4) and kind == "Q4_K":
         return Int4Linear.from_groups(*q4k_groups(tensors.raw(base + ".weight")), bias)
+    if mode == DRAFT_INT4:
+        return quantized_linear(tensors.floats(base + ".weight"), bias, "int4")
     # Q6_K / Q8_0 / Q5_0 carry more than 4 bits: per-channel int8 keeps them closest
     return Int8Linear.from_float(tensors.floats(base + ".weight"), bias)
 
@@ -202,3 +210,4 @@ def numeric_path(model: nn.Module) -> str:
     """ "int4" / "int8" for a model on the quantized path (by its widest kind of layer), else "none"."""
     kinds = {type(m) for m in model.modules()}
     return "int4" if Int4Linear in kinds else "int8" if Int8Linear in kinds else "none"
+

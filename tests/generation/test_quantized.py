@@ -120,3 +120,41 @@ def test_prefill_sized_passes_take_the_dequantized_matmul_and_agree_with_the_ker
         assert q._int4_layout_known()
     kernel = torch.cat([linear(x[i : i + 8]) for i in range(0, q.WIDE_ROWS, 8)])
     assert (linear(x) - kernel).abs().max() < 0.02 * kernel.abs().max()  # bf16 rounding of the weight only
+
+
+class FakeGGUF:
+    """GGUFTensors' reading verbs over a dict of (kind, float weight)."""
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def __contains__(self, name):
+        return name in self.tensors
+
+    def kind(self, name):
+        return self.tensors[name][0]
+
+    def floats(self, name):
+        return self.tensors[name][1]
+
+
+@pytest.mark.parametrize(
+    ("mode", "shape", "expected"),
+    [
+        ("int4", (128, 64), Int8Linear),  # the target keeps its more-than-4-bit matrices in int8
+        ("int4-all", (128, 64), Int4Linear),  # a draft takes int4 wherever the kernel tiles
+        ("int4-all", (100, 64), Int8Linear),  # ... and int8 where it does not
+    ],
+)
+def test_a_draft_build_puts_every_tileable_matrix_in_int4(mode, shape, expected):
+    from torch import nn
+
+    from generation.quantized_model import _linear_from_gguf
+
+    weight = torch.randn(shape) * 0.05
+    tensors = FakeGGUF({"blk.0.attn_q.weight": (GGMLQuantizationType.Q8_0, weight)})
+    layer = _linear_from_gguf(tensors, "model.layers.0.self_attn.q_proj", nn.Linear(*shape[::-1]), mode)
+    assert type(layer) is expected
+    x = torch.randn(3, shape[1])
+    error = (layer(x) - x @ weight.t()).abs().max() / (x @ weight.t()).abs().max()
+    assert error < (0.15 if expected is Int4Linear else 0.02)  # the same weights, coarser or finer
