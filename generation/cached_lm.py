@@ -22,6 +22,7 @@ class CachedLM:
         self.cache = DynamicCache(config=model.config)
         self.keep_snapshot = keep_snapshot
         self._snapshot: tuple[list[int], DynamicCache] | None = None
+        self.reused = 0  # how many tokens the last prefill took from the snapshot
 
     @property
     def length(self) -> int:
@@ -51,6 +52,7 @@ class CachedLM:
                 self.crop(reused)
         if not reused:
             self.reset()
+        self.reused = reused
         logits = self.extend(token_ids[reused:], last_only=True) if reused < len(token_ids) else None
         if self.keep_snapshot:
             self._snapshot = (list(token_ids), copy.deepcopy(self.cache))

@@ -143,6 +143,7 @@ class Engine:
         drafter = self._make_drafter(config, chunks, generator)
         self._prefill(list(prompt_ids), drafter)
         stats.prefill_s = time.perf_counter() - start
+        stats.prefilled_tokens = len(prompt_ids) - 1 - self.target.reused
         yield from _Decoding(self, config, drafter, generator, stats, list(prompt_ids), start).run()
 
     def complete(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 @dataclass
 class Stats:
     prompt_tokens: int = 0
+    prefilled_tokens: int = 0  # prompt tokens actually computed (the rest came from the prefix snapshot)
     new_tokens: int = 0
     target_passes: int = 0  # decode passes of the target (prefill not counted)
     drafted: dict[str, int] = field(default_factory=lambda: {"ngram": 0, "model": 0})
@@ -33,6 +34,7 @@ class Stats:
     def to_dict(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,
+            "prefilled_tokens": self.prefilled_tokens,
             "new_tokens": self.new_tokens,
             "target_passes": self.target_passes,
             "drafted": dict(self.drafted),

@@ -37,7 +37,10 @@ class AnswerOptions:
     seed: int = 0
     max_new_tokens: int = 256
     stop: tuple[str, ...] = ()
-    history_tokens: int = 1024  # prompt budget for earlier turns of the conversation
+    # prompt budget for earlier turns. A turn with 6 passages is ~1.3-1.7k tokens: 4096 keeps the last
+    # two whole, so a follow-up's prompt extends the previous one and only its new part is prefilled
+    # (at 1024 the previous turn lost its passages and everything after the fixed prefix was recomputed)
+    history_tokens: int = 4096
     gate: str = "refuse"  # relevance gate: off | warn | refuse (see app/copilot/gate.py)
 
     def __post_init__(self) -> None:

@@ -56,6 +56,13 @@ def no_llamacpp(monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
 
 
+@pytest.fixture(autouse=True)
+def flat_pass_cost(monkeypatch):
+    """A flat measured cost curve, so drafting always pays and every drafter is exercised (the real
+    calibration of a tiny model on a busy machine can say otherwise)."""
+    monkeypatch.setattr("generation.engine.cached_relative_costs", lambda *a, **k: dict.fromkeys(range(1, 17), 1.0))
+
+
 class FakeLlama:
     """llama_cpp.Llama over the tiny target: greedy continuation of the given ids, one token per pass."""
 

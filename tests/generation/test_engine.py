@@ -220,3 +220,16 @@ def test_the_first_token_waits_for_the_target_prefill_only(engine, speculation):
     reference = plain(engine, prompt, [prompt[50:90]], max_new_tokens=30)
     result = engine.complete(prompt, [prompt[50:90]], GenerationConfig(speculation=speculation, max_new_tokens=30))
     assert result.token_ids == reference.token_ids
+
+
+def test_a_prompt_extending_the_last_one_prefills_only_its_new_tokens(engine):
+    prompt = random_prompt(random.Random(5), 80)
+    first = plain(engine, prompt, max_new_tokens=8)
+    assert first.stats.prefilled_tokens == len(prompt) - 1
+    follow_up = [*prompt, *first.token_ids, 7, 8, 9]
+    second = plain(engine, follow_up, max_new_tokens=8)
+    # the snapshot holds prompt[:-1]; the rest of the old prompt, the answer and the new turn are computed
+    assert second.stats.prefilled_tokens == len(follow_up) - 1 - (len(prompt) - 1)
+    assert second.token_ids == Engine(engine.target.model, engine.tokenizer).complete(
+        follow_up, (), GenerationConfig(speculation="none", max_new_tokens=8)
+    ).token_ids  # reuse changes nothing in the answer

@@ -1,0 +1,104 @@
+"""Time to first token in a conversation, through the copilot pipeline a front end uses.
+
+    python -m app.bench_conversation [--index DIR] [--out FILE.json] [--question Q --follow-up F --other O]
+
+One process answers, in order: a first question (nothing cached: the fixed system prompt
+and demonstration are prefilled with it), a follow-up in the same conversation (its prompt
+extends the previous one, so only the previous answer and the new turn are prefilled), and
+a first question of a new conversation (the fixed prefix comes from the snapshot). For each
+it reports the prompt size, how many tokens were actually prefilled, and the time from the
+call to the first answer token as the caller sees it (retrieval included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.copilot import Copilot, Final, Token
+from core.atomic import write_atomic
+
+QUESTION = "A batch job ended with exit code 137. What does that mean and what should I do?"
+FOLLOW_UP = "How do I see how much memory it used before it was killed?"
+OTHER = "How do I drain a worker node before rebooting it?"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m app.bench_conversation", description=__doc__.split("\n")[0])
+    parser.add_argument("--question", default=QUESTION, help="the first question")
+    parser.add_argument("--follow-up", default=FOLLOW_UP, help="asked next in the same conversation")
+    parser.add_argument("--other", default=OTHER, help="the first question of a second conversation")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    add_index_arg(parser)
+    add_answer_args(parser)
+    add_model_args(parser)
+    args = parser.parse_args(argv)
+    if args.max_new_tokens == parser.get_default("max_new_tokens"):
+        args.max_new_tokens = 64  # the first token is what is measured
+    return args
+
+
+def ask(copilot: Copilot, label: str, question: str, history: list, options) -> tuple[dict, Final]:
+    start = time.perf_counter()
+    first, final = None, None
+    for event in copilot.answer(question, history, options):
+        if isinstance(event, Token) and event.text and first is None:
+            first = time.perf_counter() - start
+        if isinstance(event, Final):
+            final = event
+    s = final.stats
+    row = {
+        "step": label,
+        "question": question,
+        "prompt_tokens": s.get("prompt_tokens", 0),
+        "prefilled_tokens": s.get("prefilled_tokens", 0),  # a gated answer runs no model
+        "retrieval_s": s.get("retrieval_s", 0.0),
+        "prefill_s": s.get("prefill_s", 0.0),
+        "time_to_first_token_s": round(first, 3) if first is not None else None,
+        "gated": final.gated,
+    }
+    return row, final
+
+
+def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
+    options = copilot_options(args)
+    copilot = copilot or Copilot.load(options)
+    rows = []
+    row, final = ask(copilot, "first question", args.question, [], options.answer)
+    rows.append(row)
+    row, _ = ask(copilot, "follow-up", args.follow_up, [final.turn], options.answer)
+    rows.append(row)
+    row, _ = ask(copilot, "new conversation", args.other, [], options.answer)
+    rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| step | prompt tokens | prefilled | retrieval s | prefill s | time to first token s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        gated = " (gated)" if r["gated"] else ""
+        lines.append(
+            f"| {r['step']}{gated} | {r['prompt_tokens']} | {r['prefilled_tokens']} | {r['retrieval_s']:.2f} | "
+            f"{r['prefill_s']:.2f} | {r['time_to_first_token_s']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rows = run(args)
+    print(table(rows))
+    if args.out:
+        write_atomic(args.out, json.dumps({"rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The conversation TTFT benchmark: what a follow-up and a new conversation actually prefill."""
+
+import json
+
+from copilot_fakes import FakeRetriever
+
+from app import bench_conversation
+from app.copilot import Copilot, CopilotOptions, loading
+from app.copilot.options import ModelOptions
+
+DOCS = [
+    ("exit-codes.md", "Exit code 137 means the job was killed with SIGKILL, usually by the memory limit."),
+    ("memory.md", "Run sacct -j JOBID --format=MaxRSS to see the peak memory of a finished job."),
+    ("drain.md", "Drain a node with scontrol update nodename=NODE state=drain reason=reboot."),
+]
+
+
+def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine, tmp_path):
+    args = bench_conversation.parse_args(["--out", str(tmp_path / "ttft.json"), "--max-new-tokens", "12"])
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), FakeRetriever(DOCS))
+    rows = bench_conversation.run(args, copilot)
+    first, follow_up, other = rows
+    assert first["prefilled_tokens"] == first["prompt_tokens"] - 1  # nothing cached yet
+    assert follow_up["prompt_tokens"] > first["prompt_tokens"]  # the conversation so far is in it
+    # only what follows the first prompt (its answer, the new passages and question) is computed
+    assert follow_up["prefilled_tokens"] <= follow_up["prompt_tokens"] - first["prompt_tokens"] + 1
+    # a new conversation reuses the fixed system prompt and demonstration
+    assert 0 < other["prefilled_tokens"] < other["prompt_tokens"] - 100
+    assert all(r["time_to_first_token_s"] > 0 for r in rows)
+    assert "| follow-up |" in bench_conversation.table(rows)
+
+
+def test_main_writes_the_table_and_json(tiny_engine, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(
+        bench_conversation.Copilot,
+        "load",
+        lambda options: Copilot(loading.load_engine(options.models), options, FakeRetriever(DOCS)),
+    )
+    assert bench_conversation.main(["--out", str(tmp_path / "t.json"), "--max-new-tokens", "8"]) == 0
+    assert [r["step"] for r in json.loads((tmp_path / "t.json").read_text())["rows"]] == [
+        "first question",
+        "follow-up",
+        "new conversation",
+    ]
+    assert "time to first token" in capsys.readouterr().out
