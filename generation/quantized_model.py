@@ -210,4 +210,3 @@ def numeric_path(model: nn.Module) -> str:
     """ "int4" / "int8" for a model on the quantized path (by its widest kind of layer), else "none"."""
     kinds = {type(m) for m in model.modules()}
     return "int4" if Int4Linear in kinds else "int8" if Int8Linear in kinds else "none"
-

@@ -230,6 +230,9 @@ def test_a_prompt_extending_the_last_one_prefills_only_its_new_tokens(engine):
     second = plain(engine, follow_up, max_new_tokens=8)
     # the snapshot holds prompt[:-1]; the rest of the old prompt, the answer and the new turn are computed
     assert second.stats.prefilled_tokens == len(follow_up) - 1 - (len(prompt) - 1)
-    assert second.token_ids == Engine(engine.target.model, engine.tokenizer).complete(
-        follow_up, (), GenerationConfig(speculation="none", max_new_tokens=8)
-    ).token_ids  # reuse changes nothing in the answer
+    assert (
+        second.token_ids
+        == Engine(engine.target.model, engine.tokenizer)
+        .complete(follow_up, (), GenerationConfig(speculation="none", max_new_tokens=8))
+        .token_ids
+    )  # reuse changes nothing in the answer
