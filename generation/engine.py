@@ -22,7 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from core.paths import cache_root
 from generation.cached_lm import CachedLM
-from generation.calibration import cached_relative_costs
+from generation.calibration import cached_relative_costs, measure_pass_seconds
 from generation.detokenizer import IncrementalDetokenizer
 from generation.drafters import Draft, HybridDrafter, ModelDrafter, NgramDrafter, Origin
 from generation.drafters.base import TARGET
@@ -121,6 +121,14 @@ class Engine:
             draft_cache = copy.deepcopy(self.draft.cache)
         draft_seconds = time.perf_counter() - start - target_seconds
         return PrefillSnapshot(copy.deepcopy(self.target.cache), draft_cache, target_seconds, draft_seconds)
+
+    def pass_seconds(self, sizes: Sequence[int], context: int, repeats: int = 3) -> tuple[dict[int, float], float]:
+        """Seconds of a target pass over n tokens after `context` random tokens, and of that context's prefill."""
+        ids = torch.randint(0, self.target.model.config.vocab_size, (context,)).tolist()
+        start = time.perf_counter()
+        self.target.prefill(ids)
+        prefill = time.perf_counter() - start
+        return measure_pass_seconds(self.target, tuple(sizes), repeats, context), prefill
 
     def logit_margin(self, prefix_cache: object, token_ids: Sequence[int]) -> float:
         """Target top-1 minus top-2 logit after a cached prefix plus `token_ids` (a tiny margin means rounding).

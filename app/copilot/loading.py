@@ -33,11 +33,8 @@ class LoadedEngine:
 
 def load_engine(options: ModelOptions) -> LoadedEngine:
     """Load the target (and the draft unless `options.draft` is None) and wrap them in an Engine."""
-    from core.memory import pin_mmap_threshold
     from generation.engine import Engine
     from generation.models import load_models
-
-    pin_mmap_threshold()  # before the first large allocation: see core/memory.py
 
     draft = options.draft if options.draft and options.draft.lower() != "none" else None
     models = load_models(

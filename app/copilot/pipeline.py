@@ -24,6 +24,7 @@ from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import build_messages, encode_chunks, encode_prompt
 from core.errors import SpecragError
+from core.memory import release_free_memory
 
 if TYPE_CHECKING:
     from generation.drafters import Origin
@@ -143,8 +144,11 @@ class Copilot:
             detail,
         )
         with self._engine_lock:  # answers queue here; closing the stream releases it
-            yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
-            yield from self._generate(prepared, options, started, retrieval_s)
+            try:
+                yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
+                yield from self._generate(prepared, options, started, retrieval_s)
+            finally:
+                release_free_memory()  # keeps a long-running front end's memory flat (core/memory.py)
 
     def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float) -> Iterator[Event]:
         """The gate's answer: no model runs; the nearest sources are listed."""

@@ -273,3 +273,13 @@ def test_llamacpp_plain_needs_a_gguf_for_a_model_folder(fake_llamacpp, tmp_path,
         ]
     )
     assert code == 2 and "--gguf FILE" in capsys.readouterr().err
+
+
+def test_pass_cost_table_has_every_k_and_the_prefill(tiny_engine, capsys):
+    from app import bench_passes
+
+    assert bench_passes.main(["--context", "40"]) == 0
+    out = capsys.readouterr().out
+    row = out.strip().splitlines()[-1].split("|")[1:-1]
+    assert row[0].strip() == "none" and len(row) == 1 + len(bench_passes.SIZES) + 1
+    assert all(float(cell) > 0 for cell in row[1:])

@@ -219,3 +219,14 @@ def test_a_serving_copilot_sees_a_new_ingest_without_restarting(tmp_path):
     (docs / "zebra.md").write_text("# Zebra\n\nZebra firmware updates need a reboot of the zebra controller.\n")
     ingest([docs], index, embedder=fake)
     assert copilot.retrieve("zebra firmware", 1)[0].source == str(docs / "zebra.md")
+
+
+def test_the_heap_is_trimmed_once_per_answer_also_when_the_stream_is_closed_early(copilot, monkeypatch):
+    calls = []
+    monkeypatch.setattr("app.copilot.pipeline.release_free_memory", lambda: calls.append(1))
+    list(copilot.answer("How do I drain a node?"))
+    assert calls == [1]
+    stream = copilot.answer("How do I drain a node?")
+    next(e for e in stream if isinstance(e, Token))
+    stream.close()  # a stopped answer (web stop button, client gone)
+    assert calls == [1, 1] and not copilot.busy
