@@ -7,9 +7,9 @@ the passages, or the question itself (the user's own words are not invented), ha
 a comparable form:
 - email, url, host: the same text, case-insensitively (a URL without trailing punctuation;
   a host is a dotted name ending in a common top-level or site domain);
-- phone: a run of 7-15 digits in groups (`+41 22 767 1111`, `555-0134`): the same digits,
-  separators ignored, as a phone-like string of a passage; dates, times, IP addresses and
-  version numbers are not phone numbers;
+- phone: 7-15 digits, in groups (`+41 22 767 1111`, `555-0134`) or one run (`1234567890`):
+  the same digits, separators ignored, as such a number of a passage; dates, times, IP
+  addresses and version numbers are not phone numbers (a long job id is checked alike);
 - quantity: a number with a time, size, percent, rate, power or temperature unit: the same
   number with the same unit after synonyms are merged (`30 min` = `30 minutes`, `2GB` =
   `2 GB`); a bare count ("2 GPUs") is not checked;
@@ -34,7 +34,7 @@ _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s<>`'\")\]]+")
 _TLDS = "com|org|net|edu|gov|int|io|ch|de|uk|fr|it|nl|es|eu|us|local|lan|internal|corp|cluster|site"
 _HOST = re.compile(rf"(?<![\w.@/-])(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+(?:{_TLDS})(?![\w.-]*\w)", re.I)
-_PHONE = re.compile(r"(?<![\w.:/=%-])\+?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]\d{2,5}){1,4}(?![\w:/%]|[.-]\d)")
+_PHONE = re.compile(r"(?<![\w.:/=%-])\+?(?:\(\d{1,4}\)[ .-]?)?\d{1,15}(?:[ .-]\d{2,5}){0,4}(?![\w:/%]|[.-]\d)")
 _NOT_PHONE = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,3}(?:\.\d{1,3}){3}|\d+(?:\.\d+)+)$")
 _UNITS = {
     "ms": ("ms", "msec", "millisecond", "milliseconds"),
@@ -114,6 +114,7 @@ def _hosts(text: str) -> Iterable[tuple[int, str]]:
 
 
 def _phones(text: str) -> list[tuple[int, str]]:
+    """Phone numbers, and other numbers of 7-15 digits (a made-up pager number is often one bare run)."""
     found = []
     for m in _PHONE.finditer(text):
         phone = m.group(0).strip()

@@ -68,6 +68,11 @@ def test_an_invented_person_and_pager_number_are_flagged():
     assert items == {"John Smith": ("name", False), "555-0134": ("phone", False)}
 
 
+def test_a_bare_pager_number_is_flagged_but_short_numbers_are_not():
+    items = specifics("His pager number is 1234567890 [2]; job 65541 used 23.11.1 on 10.0.0.1.")
+    assert items == {"1234567890": ("phone", False)}
+
+
 def test_contacts_and_hosts_are_found_only_when_a_source_has_them():
     items = specifics(
         "Mail slurm-admins@example.org, not ops@example.org. Call +41 22 767 1111 or +41 22 767 9999. "
