@@ -94,9 +94,12 @@ def check_specifics(answer: str, passages: Sequence[str], question: str = "") ->
     spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
     spans += [(start, "name", text) for start, text in _names(prose, vocabulary)]
     items: dict[str, GroundingItem] = {}
-    for _, kind, text in sorted(spans):
-        if text not in items and not _inside_other(text, items):
-            items[text] = GroundingItem(text, kind, bool(is_found[kind](text)))
+    covered = -1  # end of the last listed span: a host inside an email or URL is not listed again
+    for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
+        if start < covered:
+            continue
+        covered = start + len(text)
+        items.setdefault(text, GroundingItem(text, kind, bool(is_found[kind](text))))
     return list(items.values())
 
 
@@ -159,8 +162,3 @@ def _quantity_key(text: str) -> tuple[float, str | None]:
     if m is None:
         return (float("nan"), None)
     return float(m.group(1).replace(",", ".")), _unit(m.group(2))
-
-
-def _inside_other(text: str, items: dict[str, GroundingItem]) -> bool:
-    """A host inside an email or URL already listed, or a number inside a listed phone, is not listed again."""
-    return any(text != other and text in other for other in items)

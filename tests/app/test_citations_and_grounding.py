@@ -90,6 +90,7 @@ def test_quantities_match_across_unit_synonyms_and_spacing():
     assert items["30 minutes"] == ("quantity", True) and items["2 GB"] == ("quantity", True)
     assert items["45 minutes"] == ("quantity", False) and items["4 GB"] == ("quantity", False)
     assert items["20%"] == ("quantity", False)
+    assert specifics("Use 12 GB, then 2 GB.") == {"12 GB": ("quantity", False), "2 GB": ("quantity", True)}
 
 
 def test_the_question_counts_as_a_source_for_specifics():
