@@ -64,10 +64,10 @@ class Segment:
 
 @dataclass(frozen=True)
 class GroundingItem:
-    """A command, option, path or code span of the answer, and whether a passage has it verbatim."""
+    """A command, option, path, code span or specific of the answer, and whether a passage has it (grounding.py)."""
 
     text: str
-    kind: str  # "code" | "command" | "option" | "path"
+    kind: str  # "code" | "command" | "option" | "path", or a specific: "email" | "url" | "host" | "phone" | ...
     found: bool
 
 

@@ -1,4 +1,4 @@
-"""Grounding check: is each command, option, path and code span of an answer in the sources?
+"""Grounding check: is each command, option, path, code span and specific of an answer in the sources?
 
 An operator may run what the answer shows, so every such item is listed and marked found
 or not found *verbatim* in the passages the model was given (whitespace-normalised,
@@ -8,6 +8,12 @@ case-sensitive: `--Nodes` is not `--nodes`). Items:
   lowercase word followed by an option, with no sentence punctuation at the end);
 - option: every `--long-option` (with its `=value`, if any) anywhere in the answer;
 - path: every absolute or home path (`/etc/slurm/slurm.conf`, `~/.ssh/config`).
+
+An operator may also act on a specific the model made up (call a pager number, mail an
+address, wait 30 minutes), so these are checked too, in prose and code alike (specifics.py
+says how each kind is matched): email, url, host, phone, quantity (a number with a time,
+size, percent, rate or temperature unit) and name (a capitalised multi-word name with a
+word no passage uses).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from app.copilot.events import GroundingItem
+from app.copilot.specifics import check_specifics
 
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
 _INLINE = re.compile(r"`([^`\n]+)`")
@@ -29,15 +36,18 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
-def check_grounding(answer: str, passages: Sequence[str]) -> list[GroundingItem]:
-    """Every checkable item of `answer`, in order of appearance, each once."""
+def check_grounding(answer: str, passages: Sequence[str], question: str = "") -> list[GroundingItem]:
+    """Every checkable item of `answer`: commands, options, paths and code in order of appearance, then specifics.
+
+    The question counts as a source for specifics only (a user's own "2 hours" is not invented).
+    """
     haystack = normalise("\n".join(passages))
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
         if text and text not in seen:
             seen[text] = GroundingItem(text, kind, text in haystack)
-    return list(seen.values())
+    return list(seen.values()) + [item for item in check_specifics(answer, passages, question) if item.text not in seen]
 
 
 def extract_items(answer: str) -> Iterable[tuple[str, str]]:

@@ -251,7 +251,7 @@ class Copilot:
             passages=passages,
             sources=cite.source_list(shown, citations),
             citations=citations,
-            grounding=check_grounding(answer, [p.text for p in passages]),
+            grounding=check_grounding(answer, [p.text for p in passages], prepared.question),
             stats=stats,
             prompt_ids=prepared.prompt_ids,
             output_ids=ids,

@@ -17,16 +17,16 @@ from app.copilot.events import Passage, Turn
 from core.errors import SpecragError
 
 SYSTEM_PROMPT = (
-    "You are a copilot for computing-operations shift operators. You answer only from the numbered sources given "
-    "with each question, never from general knowledge.\n"
-    "- Cite the source of every statement as [n], for example: Drain the node first [2].\n"
-    "- Copy commands, options, paths and settings exactly as the sources write them, in backticks. Never invent a "
-    "command or an option.\n"
-    '- If the sources do not answer the question, say "The sources do not cover this." and stop.\n'
-    "- Be brief: a short answer or numbered steps."
+    "You are a copilot for shift operators. Answer only from the numbered sources, never from general knowledge.\n"
+    "- End every sentence with its source number, as [n].\n"
+    "- Copy commands, options and settings exactly as a source writes them, in backticks. Never write a command, "
+    "option, name or number that no source contains.\n"
+    "- Ignore sources unrelated to the question.\n"
+    '- If the sources do not answer it, say "The sources do not cover this." and what they cover instead.\n'
+    "- Be brief."
 )
-# Repeated after each question: a 1.5B model follows the instruction nearest to the answer best.
-REMINDER = "Answer from the sources above and cite them as [n]."
+# Repeated right before the answer: a 1.5B model follows the instruction nearest to it best.
+REMINDER = "Answer from these sources; cite [n] in every sentence."
 
 
 def build_messages(
@@ -47,10 +47,14 @@ def build_messages(
 
 
 def user_content(question: str, passages: Sequence[Passage]) -> str:
+    """Each passage under its own `[n] title › heading` line, then the question and the reminder."""
     if not passages:
         return f"Question: {question}"
-    blocks = [f"[{p.number}]{_label(p)} {p.text.strip()}" for p in passages]
-    return "Sources:\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{REMINDER}"
+    blocks = [
+        f"[{p.number}] {_label(p)}\n{p.text.strip()}" if _label(p) else f"[{p.number}] {p.text.strip()}"
+        for p in passages
+    ]
+    return "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{REMINDER}"
 
 
 def turn_messages(turn: Turn, with_passages: bool) -> list[dict[str, str]]:
@@ -60,41 +64,56 @@ def turn_messages(turn: Turn, with_passages: bool) -> list[dict[str, str]]:
 
 
 def _label(passage: Passage) -> str:
-    """' (title | heading | source)' for a passage, or '' when none is known."""
-    parts = [part for part in (passage.title, passage.heading, passage.source) if part]
-    return f" ({' | '.join(dict.fromkeys(parts))})" if parts else ""
+    """'title › heading' of a passage (the file name when it has no title), '' when nothing is known."""
+    name = passage.source.replace("\\", "/").rsplit("/", 1)[-1]
+    parts = [part for part in (passage.title or name, passage.heading) if part]
+    return " › ".join(dict.fromkeys(parts))
 
 
-# Two worked exchanges on a made-up tool: one answered with [n] and a verbatim command, one
-# declined. A 1.5B model imitates a demonstration far more reliably than it obeys a rule, and
-# the demonstration sits in the fixed prefix, so its KV cache is computed once per process.
+# Two worked exchanges on a made-up tool. First a question the sources do not answer although
+# they are on its topic (declined, saying what they do cover), then one answered from two of
+# three sources, an unrelated one ignored, a citation on every sentence and the command copied
+# verbatim. The answered exchange comes last: with the declined one last, the 1.5B model
+# declined answerable questions. A 1.5B model imitates a demonstration far more reliably than
+# it obeys a rule, and the demonstration sits in the fixed prefix, so its KV cache is computed
+# once per process.
 _RESTORE = Passage(
     1,
-    "To restore a deleted file run `bkp restore --snapshot latest --path FILE --to /srv/restore`. "
-    "Restores always go to /srv/restore, never over the live file.",
+    "Restore a deleted file with `bkp restore --snapshot latest --path FILE --to /srv/restore`; restores never "
+    "overwrite the live file.",
     "backup.md",
     "Backups",
-    "Restoring",
+    "Restore",
 )
 _SCHEDULE = Passage(
     2, "Nightly backups start at 01:00 and usually finish by 03:00.", "backup.md", "Backups", "Schedule"
 )
+_LOGS = Passage(2, "Backup logs are kept for 30 days.", "backup.md", "Backups", "Logs")
 DEMONSTRATION = [
     {
         "role": "user",
-        "content": user_content("A user deleted a file yesterday. How do I get it back?", [_RESTORE, _SCHEDULE]),
+        "content": user_content(
+            "What is the phone number of the backup vendor's support line?",
+            [replace(_SCHEDULE, number=1)],
+        ),
     },
     {
         "role": "assistant",
-        "content": "Restore it from the latest snapshot into /srv/restore, never over the live file [1]:\n\n"
-        "```\nbkp restore --snapshot latest --path FILE --to /srv/restore\n```\n\n"
-        "Yesterday's file is in the latest snapshot, since backups run nightly at 01:00 [2].",
+        "content": "The sources do not cover this. They give the backup schedule [1], but no vendor or phone number.",
     },
     {
         "role": "user",
-        "content": user_content("What is the phone number of the backup vendor?", [replace(_SCHEDULE, number=1)]),
+        "content": user_content(
+            "A user deleted a file yesterday. How do I get it back?",
+            [replace(_SCHEDULE, number=1), _LOGS, replace(_RESTORE, number=3)],
+        ),
     },
-    {"role": "assistant", "content": "The sources do not cover this."},
+    {
+        "role": "assistant",
+        "content": "Restore it from the latest snapshot, which never overwrites the live file [3]:\n\n"
+        "```\nbkp restore --snapshot latest --path FILE --to /srv/restore\n```\n\n"
+        "Yesterday's file is in it: backups run nightly at 01:00 [1].",
+    },
 ]
 
 

@@ -96,8 +96,19 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "found": sum(item.found for item in items),
             "share": round(sum(item.found for item in items) / len(items), 4) if items else None,
             "ungrounded": [item.text for item in final.ungrounded],
+            "by_kind": grounding_by_kind(items),
         },
     }
+
+
+def grounding_by_kind(items: list) -> dict[str, dict[str, int]]:
+    """{kind: {"items": n, "found": m}}: commands and options apart from specifics such as names and numbers."""
+    kinds: dict[str, dict[str, int]] = {}
+    for item in items:
+        counts = kinds.setdefault(item.kind, {"items": 0, "found": 0})
+        counts["items"] += 1
+        counts["found"] += item.found
+    return kinds
 
 
 def abstention_record(answer: str, question: Question) -> dict[str, Any] | None:

@@ -114,7 +114,7 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
 
 
 def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) -> str:
-    """Warnings for commands, options, paths and code that appear in no passage (and for bad [n] markers)."""
+    """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
         f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b></li>"
         for item in items
@@ -123,12 +123,12 @@ def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) 
     lines += [f"<li>the answer cites [{n}], which is not among the sources</li>" for n in invalid]
     found = sum(item.found for item in items)
     note = (
-        f'<div class="sr-ok">✓ {found} command/path/code item(s) found verbatim in the sources</div>' if found else ""
+        f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
     )
     if not lines:
         return note
     return (
-        '<div class="sr-warn"><div class="sr-h">⚠ Check before running: not found in the sources</div>'
+        '<div class="sr-warn"><div class="sr-h">⚠ Check before running or acting on it: not found in the sources</div>'
         f"<ul>{''.join(lines)}</ul></div>{note}"
     )
 

@@ -50,3 +50,59 @@ def test_whitespace_is_normalised_but_case_is_not():
 
 def test_prose_is_not_mistaken_for_commands():
     assert check_grounding("Check the node state first. Then resume it when it is idle.", PASSAGES) == []
+
+
+SOURCES = [
+    "Page the on-call team through the escalation matrix. Nodes reboot after 30 min of idle time.",
+    "Mail slurm-admins@example.org or call +41 22 767 1111. The Slurm Workload Manager runs on head01.cluster.local.",
+    "Docs: https://slurm.schedmd.com/sbatch.html. Jobs may use 2GB per core. Version 23.11.1 of 2024-01-15, 10.0.0.1.",
+]
+
+
+def specifics(answer, question=""):
+    return {item.text: (item.kind, item.found) for item in check_grounding(answer, SOURCES, question)}
+
+
+def test_an_invented_person_and_pager_number_are_flagged():
+    items = specifics("The on-call Slurm administrator tonight is John Smith, pager 555-0134 [1].")
+    assert items == {"John Smith": ("name", False), "555-0134": ("phone", False)}
+
+
+def test_a_bare_pager_number_is_flagged_but_short_numbers_are_not():
+    items = specifics("His pager number is 1234567890 [2]; job 65541 used 23.11.1 on 10.0.0.1.")
+    assert items == {"1234567890": ("phone", False)}
+
+
+def test_contacts_and_hosts_are_found_only_when_a_source_has_them():
+    items = specifics(
+        "Mail slurm-admins@example.org, not ops@example.org. Call +41 22 767 1111 or +41 22 767 9999. "
+        "See https://slurm.schedmd.com/sbatch.html on HEAD01.cluster.local, not node07.cluster.local."
+    )
+    assert items["slurm-admins@example.org"] == ("email", True) and items["ops@example.org"] == ("email", False)
+    assert items["+41 22 767 1111"] == ("phone", True) and items["+41 22 767 9999"] == ("phone", False)
+    assert items["https://slurm.schedmd.com/sbatch.html"] == ("url", True)
+    assert items["HEAD01.cluster.local"] == ("host", True) and items["node07.cluster.local"] == ("host", False)
+    assert "example.org" not in items and "slurm.schedmd.com" not in items  # parts of an email or URL: not twice
+
+
+def test_quantities_match_across_unit_synonyms_and_spacing():
+    items = specifics("Wait 30 minutes, not 45 minutes; give it 2 GB, not 4 GB, and keep 20% free.")
+    assert items["30 minutes"] == ("quantity", True) and items["2 GB"] == ("quantity", True)
+    assert items["45 minutes"] == ("quantity", False) and items["4 GB"] == ("quantity", False)
+    assert items["20%"] == ("quantity", False)
+    assert specifics("Use 12 GB, then 2 GB.") == {"12 GB": ("quantity", False), "2 GB": ("quantity", True)}
+
+
+def test_the_question_counts_as_a_source_for_specifics():
+    answer = "A job that ran 3 hours was killed; ask Jane Doe."
+    assert specifics(answer)["3 hours"] == ("quantity", False)
+    assert specifics(answer, "My job ran 3 hours and Jane Doe asked why")["3 hours"] == ("quantity", True)
+    assert "Jane Doe" not in specifics(answer, "My job ran 3 hours and Jane Doe asked why")
+
+
+def test_the_sources_own_terms_versions_dates_and_counts_are_not_flagged():
+    answer = (
+        "Restart Slurm with the Slurm Workload Manager tools. Version 23.11.1 of 2024-01-15 runs on 10.0.0.1 "
+        "and 192.168.100.200. Request 2 GPUs with --array=0-499%10.\n```\ncall 555-9999\n```"
+    )
+    assert {text: kind for text, (kind, _) in specifics(answer).items() if kind not in ("option", "code")} == {}

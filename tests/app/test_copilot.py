@@ -162,6 +162,28 @@ def test_final_lists_citations_grounding_and_provenance(copilot):
     assert record["answer"] == final.answer and "turn" not in record and "valid" in record["citations"]
 
 
+def scripted_answer(copilot, monkeypatch, text):
+    """Make the engine 'generate' `text` in one event (the tiny random model cannot be made to say something)."""
+    from generation.drafters.base import Origin
+    from generation.engine import Event
+    from generation.stats import Stats
+
+    ids = copilot.engine.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def generate(prompt_ids, chunks, config):
+        yield Event(text, ids, [Origin("target")] * len(ids), Stats(new_tokens=len(ids)), "eos")
+
+    monkeypatch.setattr(copilot.engine, "generate", generate)
+
+
+def test_final_grounding_flags_invented_names_and_numbers_but_not_the_questions_own(copilot, monkeypatch):
+    scripted_answer(copilot, monkeypatch, "Drain it for 2 hours [1], then page John Smith at 555-0134.")
+    final = collect(copilot.answer("How do I drain a node for 2 hours?"))
+    flagged = {(item.text, item.kind) for item in final.ungrounded}
+    assert flagged == {("John Smith", "name"), ("555-0134", "phone")}
+    assert ("2 hours", "quantity", True) in {(i.text, i.kind, i.found) for i in final.grounding}
+
+
 @pytest.fixture
 def calibrated(monkeypatch):
     from app.copilot import gate

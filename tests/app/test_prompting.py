@@ -1,6 +1,7 @@
 """Prompt building and Spec-Bench rows."""
 
 import json
+import re
 
 import pytest
 
@@ -23,16 +24,31 @@ CHAT_TEMPLATE = (
 
 
 def test_messages_number_the_passages_before_the_question():
-    passages = [Passage(1, "scontrol update state=drain", "slurm.md"), Passage(2, "sinfo -R", "sinfo.md", "sinfo")]
+    passages = [
+        Passage(1, "scontrol update state=drain", "/srv/docs/slurm.md"),
+        Passage(2, "sinfo -R", "/srv/docs/sinfo.md", "sinfo", "Reasons"),
+    ]
     messages = build_messages("How do I drain a node?", passages)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert messages[1:5] == DEMONSTRATION and "[1]" in DEMONSTRATION[1]["content"]
+    assert messages[1:5] == DEMONSTRATION
     assert messages[0]["content"] == SYSTEM_PROMPT
-    for word in ("only from the numbered sources", "exactly", "do not cover", "[n]"):
+    for word in ("only from the numbered sources", "exactly", "do not cover", "[n]", "unrelated"):
         assert word in SYSTEM_PROMPT
     user = messages[-1]["content"]
-    assert "[1] (slurm.md) scontrol update state=drain" in user
-    assert user.index("[2] (sinfo | sinfo.md) sinfo -R") < user.index("Question: How do I drain a node?")
+    assert "[1] slurm.md\nscontrol update state=drain" in user and "/srv/docs" not in user
+    assert user.index("[2] sinfo › Reasons\nsinfo -R") < user.index("Question: How do I drain a node?")
+    assert user.endswith("Question: How do I drain a node?\n" + REMINDER)
+
+
+def test_demonstration_declines_first_then_answers_with_a_citation_per_sentence_and_a_verbatim_command():
+    declined, answered = DEMONSTRATION[1]["content"], DEMONSTRATION[3]["content"]
+    assert declined.startswith("The sources do not cover this.")
+    before, command, after = answered.split("```")
+    command = command.strip()
+    prose = [line for line in (before + after).split("\n") if line.strip()]
+    assert command in DEMONSTRATION[2]["content"]  # copied verbatim from its source
+    assert all(re.search(r"\[\d\]\S*$", line) for line in prose)  # every sentence ends with its [n]
+    assert "[2]" not in answered and "[2]" in DEMONSTRATION[2]["content"]  # the unrelated source is ignored
 
 
 def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):

@@ -36,3 +36,17 @@ def test_duplicates_in_one_ranking_count_once():
 
 def test_empty_rankings_fuse_to_nothing():
     assert reciprocal_rank_fusion({"dense": [], "bm25": []}) == []
+
+
+def test_weights_scale_each_rankings_share():
+    fused = reciprocal_rank_fusion({"dense": ["d", "x"], "bm25": ["b", "x"]}, k=60, weights={"dense": 2.0})
+    scores = {item: score for item, score, _ in fused}
+    assert scores["d"] == pytest.approx(2 / 61) and scores["b"] == pytest.approx(1 / 61)
+    assert scores["x"] == pytest.approx(2 / 62 + 1 / 62)
+    assert [item for item, _, _ in fused] == ["x", "d", "b"]
+
+
+def test_hybrid_retriever_weighs_dense_twice_by_default():
+    from retrieval.retriever import FUSION_WEIGHTS
+
+    assert FUSION_WEIGHTS == {"dense": 2.0, "bm25": 1.0}

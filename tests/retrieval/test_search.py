@@ -18,7 +18,7 @@ from app import ingest_cmd, search_cmd
 from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder, default_embedding_model_path, resolve_model
 from retrieval.errors import EmbeddingModelError
 from retrieval.ingest import ingest
-from retrieval.retriever import open_index
+from retrieval.retriever import FUSION_WEIGHTS, open_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 
@@ -69,7 +69,7 @@ def test_hybrid_results_carry_fused_and_per_retriever_scores(retriever):
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
     for r in results:
         assert set(r.ranks) <= {"dense", "bm25"} and set(r.scores) == set(r.ranks)
-        assert r.score == pytest.approx(sum(1 / (60 + rank) for rank in r.ranks.values()))
+        assert r.score == pytest.approx(sum(FUSION_WEIGHTS[name] / (60 + rank) for name, rank in r.ranks.items()))
     best = results[0]
     assert best.heading == "Restoring a backup > Point in time recovery" and best.title == "Database backups"
     assert "mysqlbinlog" in best.text and best.ranks == {"dense": 1, "bm25": 1}

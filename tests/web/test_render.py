@@ -44,7 +44,7 @@ def test_ungrounded_items_are_flagged_not_found_and_html_is_escaped():
     items = [GroundingItem("scontrol --force<x>", "option", False), GroundingItem("/etc/munge", "path", True)]
     html = render.grounding_html(items, invalid=[7])
     assert "not found in the sources" in html and "scontrol --force&lt;x&gt;" in html
-    assert "cites [7]" in html and "1 command/path/code item(s) found" in html
+    assert "cites [7]" in html and "1 command/path/code/specific item(s) found" in html
     assert render.grounding_html([GroundingItem("/etc/munge", "path", True)]).count("not found") == 0
 
 

@@ -1,0 +1,164 @@
+"""Specifics an answer may invent: emails, URLs, hosts, phone numbers, quantities and names.
+
+A 1.5B model asked for something its sources lack tends to fill the gap with a plausible
+specific ("the on-call admin is John Smith, pager 555-0134"). Each specific in the prose
+of the answer (code is checked verbatim by grounding.py) is listed and marked found when
+the passages, or the question itself (the user's own words are not invented), have it in
+a comparable form:
+- email, url, host: the same text, case-insensitively (a URL without trailing punctuation;
+  a host is a dotted name ending in a common top-level or site domain);
+- phone: 7-15 digits, in groups (`+41 22 767 1111`, `555-0134`) or one run (`1234567890`):
+  the same digits, separators ignored, as such a number of a passage; dates, times, IP
+  addresses and version numbers are not phone numbers (a long job id is checked alike);
+- quantity: a number with a time, size, percent, rate, power or temperature unit: the same
+  number with the same unit after synonyms are merged (`30 min` = `30 minutes`, `2GB` =
+  `2 GB`); a bare count ("2 GPUs") is not checked;
+- name: two or three capitalised words in a row (a sentence's first word is skipped when
+  the sources use it) of which at least two appear nowhere in the passages or question,
+  such as a made-up person ("John Smith"); only such names are listed (always not found):
+  capitalised runs built from the sources' words ("Slurm Workload Manager", "Restart
+  Slurm") are the sources' terms, not claims.
+These are heuristics: a flag means "check this before acting on it", not "wrong".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from app.copilot.events import GroundingItem
+
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_INLINE = re.compile(r"`[^`\n]+`")
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s<>`'\")\]]+")
+_TLDS = "com|org|net|edu|gov|int|io|ch|de|uk|fr|it|nl|es|eu|us|local|lan|internal|corp|cluster|site"
+_HOST = re.compile(rf"(?<![\w.@/-])(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+(?:{_TLDS})(?![\w.-]*\w)", re.I)
+_PHONE = re.compile(r"(?<![\w.:/=%-])\+?(?:\(\d{1,4}\)[ .-]?)?\d{1,15}(?:[ .-]\d{2,5}){0,4}(?![\w:/%]|[.-]\d)")
+_NOT_PHONE = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,3}(?:\.\d{1,3}){3}|\d+(?:\.\d+)+)$")
+_UNITS = {
+    "ms": ("ms", "msec", "millisecond", "milliseconds"),
+    "s": ("s", "sec", "secs", "second", "seconds"),
+    "min": ("min", "mins", "minute", "minutes"),
+    "h": ("h", "hr", "hrs", "hour", "hours"),
+    "d": ("day", "days"),
+    "w": ("week", "weeks"),
+    "month": ("month", "months"),
+    "y": ("year", "years"),
+    "B": ("B", "byte", "bytes"),
+    "KB": ("KB", "kB", "kilobyte", "kilobytes"),
+    "KiB": ("KiB",),
+    "MB": ("MB", "megabyte", "megabytes"),
+    "MiB": ("MiB",),
+    "GB": ("GB", "gigabyte", "gigabytes"),
+    "GiB": ("GiB",),
+    "TB": ("TB", "terabyte", "terabytes"),
+    "TiB": ("TiB",),
+    "PB": ("PB", "petabyte", "petabytes"),
+    "%": ("%", "percent", "per cent"),
+    "Gbps": ("Gbps", "Gb/s", "Gbit/s"),
+    "Mbps": ("Mbps", "Mb/s", "Mbit/s"),
+    "MB/s": ("MB/s", "MBps"),
+    "GB/s": ("GB/s", "GBps"),
+    "W": ("W", "watt", "watts"),
+    "kW": ("kW", "kilowatt", "kilowatts"),
+    "°C": ("°C", "degC", "degrees C", "degrees Celsius"),
+    "°F": ("°F", "degF", "degrees F", "degrees Fahrenheit"),
+}
+# Symbols are case-sensitive (Mb/s is not MB/s); lowercase words match in any case ("Minutes").
+_CANONICAL = {alias: unit for unit, aliases in _UNITS.items() for alias in aliases}
+_ALIASES = sorted(_CANONICAL, key=len, reverse=True)
+_UNIT_ALT = "|".join(re.escape(a) for a in _ALIASES)
+_QUANTITY = re.compile(rf"(?<![\w.,-])(\d+(?:[.,]\d+)?)\s?({_UNIT_ALT})(?![\w/])", re.I)
+_NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[ ](?:[A-Z]\.[ ])?[A-Z][a-z]+){1,2}(?![\w-])")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|\n\s*(?:[-*•]|\d+[.)])?\s*|\*\*)$")
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def check_specifics(answer: str, passages: Sequence[str], question: str = "") -> list[GroundingItem]:
+    """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
+    prose = _INLINE.sub(" ", _FENCE.sub("\n", answer))
+    sources = "\n".join([*passages, question])
+    phones = {_digits(text) for _, text in _phones(sources)}
+    quantities = {_quantity_key(text) for _, text in _quantities(sources)}
+    vocabulary = {w.casefold() for w in _WORD.findall(sources)}
+    is_found = {
+        "email": lambda text: _casefolded(sources, text),
+        "url": lambda text: _casefolded(sources, text),
+        "host": lambda text: _casefolded(sources, text),
+        "phone": lambda text: _digits(text) in phones,
+        "quantity": lambda text: _quantity_key(text) in quantities,
+        "name": lambda text: False,
+    }
+    extractors = {"email": _emails, "url": _urls, "host": _hosts, "phone": _phones, "quantity": _quantities}
+    spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
+    spans += [(start, "name", text) for start, text in _names(prose, vocabulary)]
+    items: dict[str, GroundingItem] = {}
+    covered = -1  # end of the last listed span: a host inside an email or URL is not listed again
+    for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
+        if start < covered:
+            continue
+        covered = start + len(text)
+        items.setdefault(text, GroundingItem(text, kind, bool(is_found[kind](text))))
+    return list(items.values())
+
+
+def _emails(text: str) -> Iterable[tuple[int, str]]:
+    return ((m.start(), m.group(0).rstrip(".")) for m in _EMAIL.finditer(text))
+
+
+def _urls(text: str) -> Iterable[tuple[int, str]]:
+    return ((m.start(), m.group(0).rstrip(".,;:!?")) for m in _URL.finditer(text))
+
+
+def _hosts(text: str) -> Iterable[tuple[int, str]]:
+    text = _URL.sub(lambda m: " " * len(m.group(0)), _EMAIL.sub(lambda m: " " * len(m.group(0)), text))
+    return ((m.start(), m.group(0)) for m in _HOST.finditer(text))
+
+
+def _phones(text: str) -> list[tuple[int, str]]:
+    """Phone numbers, and other numbers of 7-15 digits (a made-up pager number is often one bare run)."""
+    found = []
+    for m in _PHONE.finditer(text):
+        phone = m.group(0).strip()
+        if 7 <= len(_digits(phone)) <= 15 and not _NOT_PHONE.match(phone):
+            found.append((m.start(), phone))
+    return found
+
+
+def _quantities(text: str) -> list[tuple[int, str]]:
+    return [(m.start(), m.group(0)) for m in _QUANTITY.finditer(text) if _unit(m.group(2)) is not None]
+
+
+def _names(text: str, vocabulary: set[str]) -> Iterable[tuple[int, str]]:
+    for m in _NAME.finditer(text):
+        words, start = m.group(0).split(" "), m.start()
+        if _SENTENCE_START.search(text[: m.start()]) and words[0].casefold() in vocabulary:
+            start += len(words[0]) + 1
+            words = words[1:]
+        if sum(w.casefold() not in vocabulary for w in words if not w.endswith(".")) >= 2:
+            yield start, " ".join(words)
+
+
+def _casefolded(sources: str, text: str) -> bool:
+    return text.casefold() in sources.casefold()
+
+
+def _digits(text: str) -> str:
+    return re.sub(r"\D", "", text)
+
+
+def _unit(alias: str) -> str | None:
+    """The canonical unit of an alias: symbols exactly as written, words (3+ letters) in any case."""
+    alias = " ".join(alias.split())
+    if alias in _CANONICAL:
+        return _CANONICAL[alias]
+    word = alias.casefold()
+    return _CANONICAL.get(word) if len(word) > 2 and word.replace(" ", "").isalpha() else None
+
+
+def _quantity_key(text: str) -> tuple[float, str | None]:
+    m = _QUANTITY.match(text)
+    if m is None:
+        return (float("nan"), None)
+    return float(m.group(1).replace(",", ".")), _unit(m.group(2))

@@ -1,0 +1,106 @@
+"""The answer-quality bar of an eval run, per split: `python -m app.eval.bar DIR/results.jsonl [MORE ...]`.
+
+Rows are split as the gate calibration splits them (app/copilot/gate_calibration.split_of:
+a hash of the id), so figures on the held-out half are what new questions should give when
+only the development half was used for tuning. Per split (and for all rows):
+- unanswerable abstained: share of unanswerable questions whose answer abstains (gated or not);
+- answerable refused: share of answerable questions whose answer abstains;
+- keyword recall: mean over answerable questions;
+- cited: share of non-abstaining answers with at least one valid [n] marker;
+- commands grounded: found / listed commands, options, paths and code items, pooled;
+- specifics flagged: names, numbers, contacts and quantities not found in the passages;
+- hit@5, MRR: means over answerable questions (retrieval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from app.copilot.gate_calibration import split_of
+
+COMMAND_KINDS = ("code", "command", "option", "path")
+
+
+def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in rows if r.get("status") == "ok"]
+    answerable = [r for r in ok if not r.get("unanswerable")]
+    unanswerable = [r for r in ok if r.get("unanswerable")]
+    answered = [r for r in ok if "answer" in r]
+    speaking = [r for r in answered if not _abstained(r)]
+    found, listed, flagged = 0, 0, 0
+    for row in speaking:
+        grounding = row["answer"]["grounding"]
+        # rows written before specifics were checked have no by_kind: every item was a command kind
+        kinds = grounding.get("by_kind") or {"command": {"items": grounding["items"], "found": grounding["found"]}}
+        for kind, counts in kinds.items():
+            if kind in COMMAND_KINDS:
+                found, listed = found + counts["found"], listed + counts["items"]
+            else:
+                flagged += counts["items"] - counts["found"]
+    return {
+        "questions": len(ok),
+        "unanswerable_abstained": _share([_abstained(r) for r in unanswerable if "answer" in r]),
+        "answerable_refused": _share([_abstained(r) for r in answerable if "answer" in r]),
+        "keyword_recall": _mean([r["answer"].get("keyword_recall") for r in answerable if "answer" in r]),
+        "cited": _share([bool(r["answer"]["citations"]["cited"]) for r in speaking]),
+        "commands_grounded": f"{found}/{listed}" + (f" ({found / listed:.2f})" if listed else ""),
+        "specifics_flagged": flagged,
+        "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
+        "mrr": _mean([_metric(r, "mrr") for r in answerable]),
+    }
+
+
+def by_split(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        "dev": bar([r for r in rows if split_of(str(r["id"])) == "dev"]),
+        "held-out": bar([r for r in rows if split_of(str(r["id"])) == "held-out"]),
+        "all": bar(rows),
+    }
+
+
+def markdown(table: dict[str, dict[str, Any]]) -> str:
+    columns = list(next(iter(table.values())))
+    lines = ["| split | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for split, figures in table.items():
+        lines.append(f"| {split} | " + " | ".join(_fmt(figures[c]) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def _abstained(row: dict[str, Any]) -> bool:
+    return bool((row.get("abstention") or {}).get("abstained"))
+
+
+def _metric(row: dict[str, Any], name: str) -> float | None:
+    metrics = (row.get("retrieval") or {}).get("metrics") or {}
+    return metrics.get(name)
+
+
+def _share(values: list[bool]) -> str | None:
+    return f"{sum(values)}/{len(values)} ({sum(values) / len(values):.2f})" if values else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.fmean(present), 3) if present else None
+
+
+def _fmt(value: Any) -> str:
+    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    rows = [json.loads(line) for path in args.results for line in path.read_text().splitlines() if line.strip()]
+    print(markdown(by_split(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

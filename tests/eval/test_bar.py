@@ -1,0 +1,41 @@
+"""The quality bar per split, from handwritten results rows."""
+
+from app.eval.bar import by_split
+
+
+def row(row_id, unanswerable=False, abstained=False, cited=(), kinds=None, keyword_recall=None, hit5=None):
+    return {
+        "id": row_id,
+        "status": "ok",
+        "unanswerable": unanswerable,
+        "abstention": {"abstained": abstained},
+        "retrieval": {"metrics": None if hit5 is None else {"hit@5": hit5, "mrr": hit5 / 2}},
+        "answer": {
+            "keyword_recall": keyword_recall,
+            "citations": {"cited": list(cited)},
+            "grounding": {"items": 0, "found": 0, "by_kind": kinds or {}},
+        },
+    }
+
+
+def test_figures_are_split_by_id_hash_and_commands_are_scored_apart_from_specifics():
+    rows = [
+        row("q1", cited=[1], kinds={"option": {"items": 2, "found": 1}, "phone": {"items": 1, "found": 0}},
+            keyword_recall=1.0, hit5=1.0),
+        row("q2", abstained=True, keyword_recall=0.0, hit5=0.0),  # an answerable question wrongly refused
+        row("q4", unanswerable=True, abstained=True),
+        row("q3", unanswerable=True, abstained=False, cited=[2], kinds={"code": {"items": 1, "found": 1}}),
+    ]  # fmt: skip
+    table = by_split(rows)  # q1, q2, q4: dev; q3: held-out
+    dev, held = table["dev"], table["held-out"]
+    assert dev["unanswerable_abstained"] == "1/1 (1.00)" and dev["answerable_refused"] == "1/2 (0.50)"
+    assert dev["cited"] == "1/1 (1.00)" and dev["commands_grounded"] == "1/2 (0.50)" and dev["specifics_flagged"] == 1
+    assert dev["keyword_recall"] == 0.5 and dev["hit@5"] == 0.5 and dev["mrr"] == 0.25
+    assert held["unanswerable_abstained"] == "0/1 (0.00)" and held["commands_grounded"] == "1/1 (1.00)"
+    assert table["all"]["questions"] == 4
+
+
+def test_rows_without_per_kind_counts_score_all_items_as_commands():
+    old = row("q1", cited=[1])
+    old["answer"]["grounding"] = {"items": 3, "found": 2}
+    assert by_split([old])["dev"]["commands_grounded"] == "2/3 (0.67)"
