@@ -17,7 +17,8 @@ from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.linear_layout import patch_linear_layout
 from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model
-from generation.numeric_path import resolve_path
+from generation.numeric_path import cached_wide_rows, resolve_path
+from generation.quantized import set_int4_wide_rows
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -171,6 +172,8 @@ def load_models(
 def load_quantized_models(target: str, draft: str | None, dev: torch.device, mode: str) -> LoadedModels:
     """Target and draft on the int4/int8 path (the draft too: its bf16-activation kernels are
     the fastest drafter measured here, and a draft only proposes, so exactness is unaffected)."""
+    if mode == "int4":
+        set_int4_wide_rows(cached_wide_rows(cache_root() / "calibration.json"))
     target_model, target_path = load_quantized_lm(target, mode)
     tokenizer = AutoTokenizer.from_pretrained(target_path)
     draft_model, draft_path = None, None

@@ -23,7 +23,7 @@ from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.calibration import read_table
 from generation.errors import ModelError
-from generation.quantized import Int4Linear, Int8Linear
+from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 
 PATHS = ("auto", "int4", "int8", "none")
 SHAPE = (8960, 1536)  # the default target's MLP projection
@@ -77,6 +77,50 @@ def measure_paths(repeats: int = 3) -> dict[str, float]:
             flush.sum()
             best[name, i] = min(seconds, _seconds(layers[name], inputs[i]))
     return {name: sum(best[name, i] for i in range(len(ROWS))) for name in layers}
+
+
+WIDE_PROBE = (128, 1024)  # rows: one short and one long prefill
+MAX_WIDE_ROWS = 8192
+
+
+def cached_wide_rows(cache_file: Path | None) -> int:
+    """The row count from which dequantize + bf16 matmul beats the int4 kernel here (measured once, cached)."""
+    key = "wide:" + machine_key()
+    table = read_table(cache_file)
+    if key not in table:
+        table[key] = measure_wide_rows()
+        if cache_file is not None:
+            write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
+    return int(table[key])
+
+
+@torch.inference_mode()
+def measure_wide_rows(repeats: int = 5) -> int:
+    """Fit kernel(M) = a M and dequantized(M) = D + b M on two row counts; the crossover is D / (a - b).
+
+    The int4 kernel re-reads the weight for every block of 4 rows, so its cost grows with M from the
+    first row; the dequantized path pays D once per pass, then runs the bf16 matmul."""
+    layer = Int4Linear.from_float(torch.randn(SHAPE, generator=torch.Generator().manual_seed(0)) * 0.02, None)
+    kernel, dequantized = [], []
+    for rows in WIDE_PROBE:
+        x = torch.randn(rows, SHAPE[1]).to(torch.bfloat16)
+        k = min(
+            _seconds(
+                lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x, layer.packed, layer.group, layer.scales_zeros),
+                x,
+            )
+            for _ in range(repeats)
+        )
+        d = min(_seconds(lambda x: torch.mm(x, layer.dequantized_t()), x) for _ in range(repeats))
+        kernel.append(k)
+        dequantized.append(d)
+    (m1, m2) = WIDE_PROBE
+    a = kernel[1] / m2
+    b = (dequantized[1] - dequantized[0]) / (m2 - m1)
+    fixed = dequantized[0] - b * m1
+    if a <= b or fixed <= 0:
+        return MIN_WIDE_ROWS if fixed <= 0 else MAX_WIDE_ROWS
+    return int(min(max(fixed / (a - b), MIN_WIDE_ROWS), MAX_WIDE_ROWS))
 
 
 def _cache_bytes() -> int:

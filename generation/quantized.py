@@ -24,10 +24,14 @@ from generation.gguf_blocks import GROUP, Q4_K_BYTES, q4k_scales_mins
 
 ACT = torch.bfloat16  # the int4/int8 CPU kernels are fast only with bf16 activations (float32 is 20-60x slower)
 # From this many rows on (prefill), dequantizing the weight to bf16 and using the stock bf16 matmul
-# (AMX here) is faster: 600 rows x 8960x1536 took 1.09 s in the int4 kernel, 0.17 s to dequantize
-# + 0.05 s to multiply. Prefill is shared by plain and speculative decoding, so it need not be
-# row invariant; decoding and verification passes (<= 17 rows) always use the invariant kernels.
-WIDE_ROWS = 160
+# beats the kernel. On an AMX Xeon 600 rows x 8960x1536 took 1.09 s in the int4 kernel against 0.22 s
+# dequantized; on an AVX512-BF16 EPYC the int4 kernel won up to ~500 rows (400 rows: 33 vs 50 ms).
+# So the int4 crossover is measured per machine (numeric_path.cached_wide_rows sets WIDE_ROWS_INT4).
+# Prefill is shared by plain and speculative decoding, so it need not be row invariant; decoding and
+# verification passes (<= 17 rows) always use the invariant kernels.
+WIDE_ROWS = 160  # int8: its dequantization is one multiply, cheaper than its kernel from here on both CPUs
+WIDE_ROWS_INT4 = 160
+MIN_WIDE_ROWS = 64  # never a verification pass
 
 
 class Int4Linear(nn.Module):
@@ -64,7 +68,7 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(ACT)
-        if rows.shape[0] >= WIDE_ROWS and self.out_features % 64 == 0 and _int4_layout_known():
+        if rows.shape[0] >= WIDE_ROWS_INT4 and self.out_features % 64 == 0 and _int4_layout_known():
             y = torch.mm(rows, self.dequantized_t()).to(x.dtype)
         else:
             y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_zeros)
@@ -81,6 +85,12 @@ class Int4Linear(nn.Module):
         groups = _unpack_int4_centered(self.packed, self.in_features).reshape(-1, self.group, self.out_features)
         scale, zero = self.scales_zeros[..., 0].unsqueeze(1), self.scales_zeros[..., 1].unsqueeze(1)
         return torch.addcmul(zero, groups.to(ACT), scale).reshape(self.in_features, self.out_features)
+
+
+def set_int4_wide_rows(rows: int) -> None:
+    """From how many rows an Int4Linear dequantizes instead of calling the kernel (at least MIN_WIDE_ROWS)."""
+    global WIDE_ROWS_INT4
+    WIDE_ROWS_INT4 = max(int(rows), MIN_WIDE_ROWS)
 
 
 def _unpack_int4_centered(packed: torch.Tensor, in_features: int) -> torch.Tensor:

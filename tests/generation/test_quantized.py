@@ -115,10 +115,11 @@ def test_prefill_sized_passes_take_the_dequantized_matmul_and_agree_with_the_ker
     from generation import quantized as q
 
     linear = layer.from_float(torch.randn(128, 64) * 0.05, None)
-    x = torch.randn(q.WIDE_ROWS, 64)
+    wide = q.WIDE_ROWS_INT4 if layer is Int4Linear else q.WIDE_ROWS
+    x = torch.randn(wide, 64)
     if layer is Int4Linear:
         assert q._int4_layout_known()
-    kernel = torch.cat([linear(x[i : i + 8]) for i in range(0, q.WIDE_ROWS, 8)])
+    kernel = torch.cat([linear(x[i : i + 8]) for i in range(0, wide, 8)])
     assert (linear(x) - kernel).abs().max() < 0.02 * kernel.abs().max()  # bf16 rounding of the weight only
 
 
@@ -158,3 +159,27 @@ def test_a_draft_build_puts_every_tileable_matrix_in_int4(mode, shape, expected)
     x = torch.randn(3, shape[1])
     error = (layer(x) - x @ weight.t()).abs().max() / (x @ weight.t()).abs().max()
     assert error < (0.15 if expected is Int4Linear else 0.02)  # the same weights, coarser or finer
+
+
+def test_the_int4_prefill_crossover_is_measured_once_per_machine_and_never_reaches_verification(tmp_path, monkeypatch):
+    from generation import numeric_path
+    from generation import quantized as q
+
+    calls = []
+    monkeypatch.setattr(numeric_path, "measure_wide_rows", lambda: calls.append(1) or 437)
+    cache = tmp_path / "calibration.json"
+    assert numeric_path.cached_wide_rows(cache) == numeric_path.cached_wide_rows(cache) == 437
+    assert calls == [1] and any(k.startswith("wide:") for k in json.loads(cache.read_text()))
+    saved = q.WIDE_ROWS_INT4
+    try:
+        q.set_int4_wide_rows(3)
+        assert q.WIDE_ROWS_INT4 == q.MIN_WIDE_ROWS > MAX_ROWS  # a verification pass always takes the kernel
+    finally:
+        q.set_int4_wide_rows(saved)
+
+
+def test_the_measured_crossover_lies_within_its_bounds():
+    from generation import numeric_path
+
+    rows = numeric_path.measure_wide_rows(repeats=1)
+    assert numeric_path.MIN_WIDE_ROWS <= rows <= numeric_path.MAX_WIDE_ROWS
