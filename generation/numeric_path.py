@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -44,13 +46,7 @@ def resolve_path(path: str, device: torch.device, dtype: str, cache_file: Path |
 
 
 def cached_fastest_path(cache_file: Path | None) -> str:
-    key = "path:" + machine_key()
-    table = read_table(cache_file)
-    if key not in table:
-        table[key] = measure_paths()
-        if cache_file is not None:
-            write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
-    costs = table[key]
+    costs = cached_measurement(cache_file, "path", lambda: measure_paths())
     # int8 is not picked by auto: its weights are twice int4's, and on a loaded 2-core machine the
     # single-matrix timings of the two were within noise of each other (49 vs 54 ms)
     return "int4" if costs["int4"] < costs["none"] else "none"
@@ -85,13 +81,18 @@ MAX_WIDE_ROWS = 8192
 
 def cached_wide_rows(cache_file: Path | None) -> int:
     """The row count from which dequantize + bf16 matmul beats the int4 kernel here (measured once, cached)."""
-    key = "wide:" + machine_key()
+    return int(cached_measurement(cache_file, "wide", lambda: measure_wide_rows()))
+
+
+def cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[], Any]) -> Any:
+    """`measure()` once per machine (CPU, threads, torch), kept in the calibration file under `kind:key`."""
+    key = f"{kind}:{machine_key()}"
     table = read_table(cache_file)
     if key not in table:
-        table[key] = measure_wide_rows()
+        table[key] = measure()
         if cache_file is not None:
             write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
-    return int(table[key])
+    return table[key]
 
 
 @torch.inference_mode()
