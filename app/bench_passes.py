@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{cpu_name()}, numeric path {loaded.quant}, after {args.context} tokens (seconds)")
     print("| path | " + " | ".join(f"k={k}" for k in SIZES) + f" | prefill {args.context} |")
     print("| --- |" + " ---: |" * (len(SIZES) + 1))
-    print(f"| {loaded.quant} | " + " | ".join(f"{passes[k]:.3f}" for k in SIZES) + f" | {prefill:.2f} |")
+    print(f"| {loaded.quant} | " + " | ".join(f"{passes[k]:.3g}" for k in SIZES) + f" | {prefill:.3g} |")
     return 0
 
 
