@@ -10,6 +10,16 @@ pytestmark = pytest.mark.slow
 RUNBOOK = Path(__file__).resolve().parents[2] / "corpora" / "runbooks" / "job-exit-codes.md"
 
 
+def runbook_prompt(tokenizer, question: str) -> tuple[list[int], list[list[int]]]:
+    """The pipeline's prompt over the runbook's first 12 paragraphs, and those paragraphs as copy sources."""
+    from app.copilot import Passage
+    from app.copilot.prompting import build_messages, encode_chunks, encode_prompt
+
+    texts = [p for p in RUNBOOK.read_text().split("\n\n") if p.strip()][:12]
+    passages = [Passage(i + 1, text, RUNBOOK.name, "Job exit codes", "") for i, text in enumerate(texts)]
+    return encode_prompt(tokenizer, build_messages(question, passages)), encode_chunks(tokenizer, texts)
+
+
 @pytest.fixture(scope="module")
 def real(monkeypatch_module):
     # the session fixture isolates the cache; the real models live in the user's cache
@@ -29,14 +39,10 @@ def monkeypatch_module():
 
 
 def test_every_speculative_mode_matches_plain_greedy_on_a_runbook_question(real):
-    from app.copilot.prompting import build_messages, encode_chunks, encode_prompt
     from generation.engine import GenerationConfig
 
     models, engine = real
-    passages = [p for p in RUNBOOK.read_text().split("\n\n") if p.strip()][:12]
-    messages = build_messages("What does exit code 137 mean and what should I do?", passages)
-    prompt = encode_prompt(models.tokenizer, messages)
-    chunks = encode_chunks(models.tokenizer, passages)
+    prompt, chunks = runbook_prompt(models.tokenizer, "What does exit code 137 mean and what should I do?")
     plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=48, speculation="none"))
     for mode in ("ngram", "model", "hybrid"):
         result = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=48, speculation=mode))
@@ -57,12 +63,10 @@ def real_int4(monkeypatch_module):
 def test_on_the_int4_path_a_plain_step_and_the_widest_verification_pass_give_bit_identical_logits(real_int4):
     import torch
 
-    from app.prompting import build_messages, encode_prompt
     from generation.cached_lm import CachedLM
 
     models, _ = real_int4
-    passages = [p for p in RUNBOOK.read_text().split("\n\n") if p.strip()][:12]
-    prompt = encode_prompt(models.tokenizer, build_messages("What does exit code 137 mean?", passages))
+    prompt, _ = runbook_prompt(models.tokenizer, "What does exit code 137 mean?")
     lm = CachedLM(models.target, keep_snapshot=False)
     lm.extend(prompt[:-20], last_only=True)
     new = prompt[-20:-3]  # 17 real tokens: the last one plus a 16-token draft
@@ -72,14 +76,10 @@ def test_on_the_int4_path_a_plain_step_and_the_widest_verification_pass_give_bit
 
 
 def test_on_the_int4_path_every_speculative_mode_matches_plain_greedy(real_int4):
-    from app.prompting import build_messages, encode_chunks, encode_prompt
     from generation.engine import GenerationConfig
 
     models, engine = real_int4
-    passages = [p for p in RUNBOOK.read_text().split("\n\n") if p.strip()][:12]
-    messages = build_messages("What does exit code 137 mean and what should I do?", passages)
-    prompt = encode_prompt(models.tokenizer, messages)
-    chunks = encode_chunks(models.tokenizer, passages)
+    prompt, chunks = runbook_prompt(models.tokenizer, "What does exit code 137 mean and what should I do?")
     plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=64, speculation="none"))
     for mode in ("ngram", "model", "hybrid"):
         for length in (None, 16):
