@@ -24,7 +24,16 @@ from typing import Any
 
 from app.bench_hf import PROMPT_LOOKUP_TOKENS, run_hf
 from app.bench_llamacpp import LlamaCppPlain, check_available
-from app.bench_report import SPEEDUP_DEFINITION, first_divergence, make_report, run_record, write_results
+from app.bench_report import (
+    SPEEDUP_DEFINITION,
+    first_divergence,
+    fmt,
+    make_report,
+    ratio,
+    round4,
+    run_record,
+    write_results,
+)
 from app.cli_options import add_model_args, add_sampling_args, model_options
 from app.copilot import AnswerOptions, Copilot, CopilotOptions
 from app.copilot.loading import target_gguf
@@ -186,8 +195,8 @@ class Bench:
         for method in order:
             run = runs[method] = self.run_method(method, pre, self.config)
             _progress(
-                f"{tag} {method}: {run['new_tokens']} tokens, {_fmt(run['tokens_per_s'])} tok/s, "
-                f"first token after {_fmt(run['ttft_s'])} s"
+                f"{tag} {method}: {run['new_tokens']} tokens, {fmt(run['tokens_per_s'])} tok/s, "
+                f"first token after {fmt(run['ttft_s'])} s"
             )
         self.compare(pre, runs)
         return question_record(pre, order, {m: runs[m] for m in self.methods})
@@ -238,7 +247,7 @@ class Bench:
         plain = runs["plain"]
         margins: dict[int, float | None] = {}
         for run in runs.values():
-            run["speedup"] = _round(_ratio(run["tokens_per_s"], plain["tokens_per_s"]))
+            run["speedup"] = round4(ratio(run["tokens_per_s"], plain["tokens_per_s"]))
             if not self.config.sampling.greedy:
                 run |= {"identical_to_plain": None, "first_divergence": None, "divergence_margin": None}
                 continue
@@ -303,18 +312,6 @@ def config_record(args: argparse.Namespace, loaded: Any, methods: list[str], que
 
 def _add(a: float | None, b: float | None) -> float | None:
     return round(a + b, 4) if a is not None and b is not None else None
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def _round(value: float | None) -> float | None:
-    return round(value, 4) if value is not None else None
-
-
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _progress(message: str) -> None:

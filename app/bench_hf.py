@@ -21,7 +21,6 @@ from typing import Any
 
 from app.bench_report import run_record
 
-HF_METHODS = ("hf-prompt-lookup", "hf-assisted")
 PROMPT_LOOKUP_TOKENS = 10
 
 
@@ -51,7 +50,7 @@ class FirstTokenClock:
 def run_hf(engine: Any, method: str, prompt_ids: list[int], caches: tuple[Any, Any], config: Any) -> dict:
     """One answer by transformers' `method`, from copies of the prefilled (target, draft) caches.
 
-    The record's ttft_s is the time to the first new token inside generate; the caller adds the prefill."""
+    The record's first_token_s is the wait for the first new token inside generate; the caller adds the prefill."""
     import torch
 
     model = engine.target.model

@@ -45,7 +45,7 @@ def run_record(
         "accepted": accepted if drafted is not None else None,
         "acceptance_rate": round(accepted / drafted, 4) if drafted else None,
         "finish_reason": finish,
-        "first_token_s": _round(first_token_s),
+        "first_token_s": round4(first_token_s),
         "ttft_s": None,  # set by the bench: prefill + first_token_s
         "output_token_ids": tokens,
         "text": text,
@@ -73,16 +73,16 @@ def summarize(runs: list[dict], greedy: bool) -> dict:
     identical = [r["identical_to_plain"] for r in runs]
     ttfts = [r["ttft_s"] for r in runs if r.get("ttft_s") is not None]
     return {
-        "tokens_per_s": _round(_ratio(tokens, seconds)),
-        "speedup": _round(math.exp(sum(map(math.log, speedups)) / len(speedups))) if speedups else None,
-        "slowest_speedup": _round(min(speedups)) if speedups else None,
-        "tokens_per_pass": _round(_ratio(tokens, passes)) if passes else None,
-        "acceptance_rate": _round(_ratio(sum(r["accepted"] or 0 for r in runs), drafted)) if drafted else None,
-        "identical_to_plain": _round(sum(identical) / len(identical)) if greedy and identical else None,
-        "ttft_s": _round(statistics.fmean(ttfts)) if ttfts else None,
-        "mean_new_tokens": _round(tokens / len(runs)) if runs else None,
+        "tokens_per_s": round4(ratio(tokens, seconds)),
+        "speedup": round4(math.exp(sum(map(math.log, speedups)) / len(speedups))) if speedups else None,
+        "slowest_speedup": round4(min(speedups)) if speedups else None,
+        "tokens_per_pass": round4(ratio(tokens, passes)) if passes else None,
+        "acceptance_rate": round4(ratio(sum(r["accepted"] or 0 for r in runs), drafted)) if drafted else None,
+        "identical_to_plain": round4(sum(identical) / len(identical)) if greedy and identical else None,
+        "ttft_s": round4(statistics.fmean(ttfts)) if ttfts else None,
+        "mean_new_tokens": round4(tokens / len(runs)) if runs else None,
         "total_new_tokens": tokens,
-        "total_decode_s": _round(seconds),
+        "total_decode_s": round4(seconds),
     }
 
 
@@ -101,9 +101,9 @@ def markdown_table(report: dict) -> str:
     ]
     for method, s in report["summary"].items():
         lines.append(
-            f"| {method} | {_fmt(s['tokens_per_s'])} | {_fmt(s['speedup'], 'x')} | {_fmt(s['slowest_speedup'], 'x')} | "
-            f"{_fmt(s['tokens_per_pass'])} | {_fmt(s['acceptance_rate'])} | "
-            f"{_fmt(s['identical_to_plain'])} | {_fmt(s['ttft_s'])} | {_fmt(s['mean_new_tokens'], '', 1)} |"
+            f"| {method} | {fmt(s['tokens_per_s'])} | {fmt(s['speedup'], 'x')} | {fmt(s['slowest_speedup'], 'x')} | "
+            f"{fmt(s['tokens_per_pass'])} | {fmt(s['acceptance_rate'])} | "
+            f"{fmt(s['identical_to_plain'])} | {fmt(s['ttft_s'])} | {fmt(s['mean_new_tokens'], '', 1)} |"
         )
     return "\n".join([*lines, "", report["speedup_definition"], ""])
 
@@ -116,13 +116,13 @@ def write_results(path: Path, report: dict) -> str:
     return table
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
+def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _round(value: float | None) -> float | None:
+def round4(value: float | None) -> float | None:
     return round(value, 4) if value is not None else None
 
 
-def _fmt(value: float | None, suffix: str = "", digits: int = 2) -> str:
+def fmt(value: float | None, suffix: str = "", digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}{suffix}"

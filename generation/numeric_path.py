@@ -46,7 +46,7 @@ def resolve_path(path: str, device: torch.device, dtype: str, cache_file: Path |
 
 
 def cached_fastest_path(cache_file: Path | None) -> str:
-    costs = cached_measurement(cache_file, "path", lambda: measure_paths())
+    costs = cached_measurement(cache_file, "path", measure_paths)
     # int8 is not picked by auto: its weights are twice int4's, and on a loaded 2-core machine the
     # single-matrix timings of the two were within noise of each other (49 vs 54 ms)
     return "int4" if costs["int4"] < costs["none"] else "none"
@@ -81,7 +81,7 @@ MAX_WIDE_ROWS = 8192
 
 def cached_wide_rows(cache_file: Path | None) -> int:
     """The row count from which dequantize + bf16 matmul beats the int4 kernel here (measured once, cached)."""
-    return int(cached_measurement(cache_file, "wide", lambda: measure_wide_rows()))
+    return int(cached_measurement(cache_file, "wide", measure_wide_rows))
 
 
 def cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[], Any]) -> Any:
