@@ -58,6 +58,18 @@ class CachedLM:
             self._snapshot = (list(token_ids), copy.deepcopy(self.cache))
         return logits
 
+    def snapshot_prefix(self, token_ids: list[int]) -> int:
+        """How many leading tokens of `token_ids` the next prefill would take from the snapshot."""
+        return common_prefix_length(self._snapshot[0], token_ids) if self._snapshot is not None else 0
+
+    def trim_snapshot(self, length: int) -> None:
+        """Keep only the snapshot's first `length` positions (drop a prompt's tail, keep its prefix)."""
+        if self._snapshot is not None:
+            tokens, cache = self._snapshot
+            if len(tokens) > length:
+                cache.crop(length - len(tokens))
+            self._snapshot = (tokens[:length], cache)
+
     def crop(self, length: int) -> None:
         """Keep the first `length` cached positions."""
         excess = self.length - length

@@ -26,7 +26,7 @@ from generation.calibration import cached_relative_costs, measure_pass_seconds
 from generation.detokenizer import IncrementalDetokenizer
 from generation.drafters import Draft, HybridDrafter, ModelDrafter, NgramDrafter, Origin
 from generation.drafters.base import TARGET
-from generation.drafters.policy import PassCost
+from generation.drafters.policy import DraftModelRecord, PassCost
 from generation.errors import SpecragError
 from generation.invariant_attention import MAX_ROWS
 from generation.linear_layout import kernel_layout
@@ -49,6 +49,7 @@ class GenerationConfig:
     max_draft: int = 16  # upper bound for the adaptive draft length
     draft_length: int | None = None  # fixed draft length instead of the adaptive policy
     min_draft_confidence: float = 0.3  # the draft model stops below this top probability
+    draft_context: int | None = None  # the draft model reads its cached prefix + this many last prompt tokens
 
     def __post_init__(self) -> None:
         if self.speculation not in SPECULATION_MODES:
@@ -57,6 +58,8 @@ class GenerationConfig:
             )
         if self.max_new_tokens < 1:
             raise SpecragError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.draft_context is not None and self.draft_context < 1:
+            raise SpecragError(f"draft_context must be at least 1 token, got {self.draft_context}")
 
 
 @dataclass
@@ -98,6 +101,7 @@ class Engine:
         self.tokenizer = tokenizer
         self.eos = set(eos_token_ids if eos_token_ids is not None else default_eos_ids(target, tokenizer))
         self.cost: PassCost | None = None  # calibrated on first use, then kept across answers
+        self.draft_record = DraftModelRecord()  # the draft model's acceptance and costs, across answers
 
     @property
     def context_limit(self) -> int:
@@ -193,8 +197,10 @@ class Engine:
                     f"speculation mode {config.speculation!r} needs a draft model; "
                     "configure one or use --speculation ngram"
                 )
-            model = ModelDrafter(self.draft, config.sampling, generator, config.min_draft_confidence)
-        return HybridDrafter(ngram, model, self.cost, fixed_length=config.draft_length)
+            model = ModelDrafter(
+                self.draft, config.sampling, generator, config.min_draft_confidence, config.draft_context
+            )
+        return HybridDrafter(ngram, model, self.cost, fixed_length=config.draft_length, record=self.draft_record)
 
 
 class _Decoding:
@@ -253,6 +259,7 @@ class _Decoding:
         self.stats.target_passes += 1
         if self.drafter is not None:
             self.drafter.observe(accepted)
+            self.stats.draft_prefill_s, self.stats.draft_prefilled_tokens = self.drafter.draft_prefill
         for i, origin in enumerate(draft.origins):
             self.stats.drafted[origin.drafter] += 1
             self.stats.accepted[origin.drafter] += i < accepted

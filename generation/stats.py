@@ -16,6 +16,8 @@ class Stats:
     prefill_s: float = 0.0
     ttft_s: float = 0.0
     decode_s: float = 0.0  # from the end of prefill to the last emitted token
+    draft_prefill_s: float = 0.0  # the draft model's prefill, inside decode_s (it runs after the first token)
+    draft_prefilled_tokens: int = 0  # prompt tokens the draft model computed (see ModelDrafter.context_tokens)
 
     @property
     def acceptance_rate(self) -> float:
@@ -44,5 +46,7 @@ class Stats:
             "prefill_s": round(self.prefill_s, 4),
             "ttft_s": round(self.ttft_s, 4),
             "decode_s": round(self.decode_s, 4),
+            "draft_prefill_s": round(self.draft_prefill_s, 4),
+            "draft_prefilled_tokens": self.draft_prefilled_tokens,
             "decode_tokens_per_s": round(self.decode_tokens_per_s, 4),
         }

@@ -7,6 +7,7 @@ too, so the benchmark and the copilot build prompts in one place.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -127,6 +128,12 @@ def encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     if ids and isinstance(ids[0], list):  # a batch of one
         ids = ids[0]
     return [int(i) for i in ids]
+
+
+def fixed_prefix_length(tokenizer: Any, prompt_ids: Sequence[int]) -> int:
+    """How many leading tokens of a one-question prompt the chat template fixes (the same for every question)."""
+    empty = encode_prompt(tokenizer, [{"role": "user", "content": ""}])
+    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(prompt_ids, empty, strict=False)))
 
 
 def plain_prompt(messages: list[dict[str, str]]) -> str:

@@ -12,7 +12,7 @@ a 16-token pass can cost 1.2x or 8x a 1-token pass depending on the matmul kerne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -27,6 +27,11 @@ class Acceptance:
     def rate(self) -> float:
         return min(self.accepted / self.trials, 0.999)
 
+    def softened(self, max_trials: float) -> Acceptance:
+        """A copy holding the same rate on at most `max_trials` trials, so new evidence moves it quickly."""
+        trials = min(self.trials, max_trials)
+        return Acceptance(self.rate * trials, trials, self.decay)
+
     def update(self, drafted: int, accepted: int) -> None:
         if drafted == 0:
             return
@@ -34,6 +39,18 @@ class Acceptance:
         trials = accepted + (1 if accepted < drafted else 0)
         self.accepted = self.decay * self.accepted + accepted
         self.trials = self.decay * self.trials + trials
+
+
+MODEL_PRIOR = 0.6  # per-token acceptance of a draft-model token before any is observed
+
+
+@dataclass
+class DraftModelRecord:
+    """What the engine has learned about its draft model on this machine, kept across answers."""
+
+    acceptance: Acceptance = field(default_factory=lambda: Acceptance(MODEL_PRIOR * 4.0, 4.0))
+    step_seconds: float = 0.0  # seconds per drafted token (0: not measured yet)
+    prefill_token_seconds: float = 0.0  # seconds per prompt token of the draft's prefill (0: not measured yet)
 
 
 class PassCost:

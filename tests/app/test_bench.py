@@ -132,6 +132,9 @@ def test_bench_writes_json_and_markdown_for_every_method(tiny_engine, tmp_path, 
             assert set(run) >= RUN_KEYS and run["new_tokens"] == len(run["output_token_ids"]) > 0
             # time to first token = the prompt's prefill + the method's own wait
             assert run["ttft_s"] >= question["prefill_s"] + run["first_token_s"] - 1e-3
+        # the model method pays the draft's prefill inside its decode time, as the product does
+        assert 0 < question["methods"]["model"]["draft_prefill_s"] < question["methods"]["model"]["decode_s"]
+        assert question["methods"]["ngram"]["draft_prefill_s"] == 0
     assert [q["order"][0] for q in report["questions"]] == ["plain", "hf-prompt-lookup"]  # rotated
     table = out.with_suffix(".md").read_text()
     assert all(f"| {m} |" in table for m in WITHOUT_LLAMACPP) and "geometric mean" in table and "TTFT" in table

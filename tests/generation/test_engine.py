@@ -210,6 +210,7 @@ def test_bad_config_and_empty_prompt_are_clear_errors(engine):
 @pytest.mark.parametrize("speculation", ["model", "hybrid"])
 def test_the_first_token_waits_for_the_target_prefill_only(engine, speculation):
     """The draft model is prefilled after the first target pass, so the first token never waits for it."""
+    engine.draft_record.prefill_token_seconds = 1e-12  # a free prefill: hybrid takes the model in at once
     prompt = random_prompt(random.Random(3), 200)
     draft_positions = []
     stream = engine.generate(prompt, [prompt[50:90]], GenerationConfig(speculation=speculation, max_new_tokens=30))
@@ -236,3 +237,41 @@ def test_a_prompt_extending_the_last_one_prefills_only_its_new_tokens(engine):
         .complete(follow_up, (), GenerationConfig(speculation="none", max_new_tokens=8))
         .token_ids
     )  # reuse changes nothing in the answer
+
+
+def test_draft_model_reads_its_cached_prefix_plus_the_prompts_tail(engine):
+    """With draft_context, later answers cost the draft model only that many prompt tokens, output unchanged."""
+    rng = random.Random(11)
+    prefix = random_prompt(rng, 40)
+    config = GenerationConfig(
+        speculation="model", max_new_tokens=30, draft_context=12, draft_length=4, min_draft_confidence=0.0
+    )
+    first_prompt = prefix + random_prompt(rng, 150)
+    first = engine.complete(first_prompt, (), config)
+    assert first.stats.draft_prefilled_tokens == len(first_prompt) - 1  # nothing cached yet: the whole prompt
+    for _ in range(3):
+        prompt = prefix + random_prompt(rng, rng.randint(100, 200))
+        result = engine.complete(prompt, (), config)
+        assert result.stats.draft_prefilled_tokens == 12  # the prefix came from the cache
+        assert result.stats.draft_prefill_s > 0
+        assert result.token_ids == plain(engine, prompt, max_new_tokens=30).token_ids
+        assert sum(result.stats.drafted.values()) > 0
+
+
+def test_draft_context_must_be_positive():
+    with pytest.raises(SpecragError, match="draft_context"):
+        GenerationConfig(draft_context=0)
+
+
+def test_hybrid_takes_the_draft_model_in_only_once_its_prefill_has_paid(engine):
+    """The draft's prefill is paid up front; hybrid starts it once tokens emitted x saving per token cover it."""
+    prompt = random_prompt(random.Random(4), 200)
+    reference = plain(engine, prompt, max_new_tokens=40)
+    engine.draft_record.prefill_token_seconds = 1e3  # a prefill no answer can pay back
+    costly = engine.complete(prompt, (), GenerationConfig(speculation="hybrid", max_new_tokens=40))
+    assert costly.stats.draft_prefilled_tokens == 0 and costly.stats.drafted["model"] == 0
+    engine.draft_record.prefill_token_seconds = 1e-12
+    free = engine.complete(prompt, (), GenerationConfig(speculation="hybrid", max_new_tokens=40))
+    assert free.stats.draft_prefilled_tokens > 0 and free.stats.drafted["model"] > 0
+    assert costly.token_ids == free.token_ids == reference.token_ids
+    assert engine.draft_record.step_seconds > 0  # learned for the next answer

@@ -93,3 +93,13 @@ def test_drafting_looks_past_the_stair_in_the_pass_cost():
     assert not worth_drafting_on(drafted, 0.9, cost, step=0.02, room=0)
     # inside the flat part of the staircase the next token is nearly free
     assert worth_drafting_on([0.6], 0.6, cost, step=0.05, room=1)
+
+
+def test_softened_acceptance_keeps_the_rate_but_yields_to_new_evidence():
+    learned = Acceptance(accepted=10.0, trials=100.0)  # a long record of misses
+    soft = learned.softened(8.0)
+    assert soft.rate == pytest.approx(learned.rate)
+    for _ in range(5):
+        soft.update(4, 4)
+        learned.update(4, 4)
+    assert soft.rate > 0.6 > learned.rate  # a few good drafts revise the softened copy, not the record
