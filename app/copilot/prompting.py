@@ -50,10 +50,7 @@ def user_content(question: str, passages: Sequence[Passage]) -> str:
     """Each passage under its own `[n] title › heading` line, then the question and the reminder."""
     if not passages:
         return f"Question: {question}"
-    blocks = [
-        f"[{p.number}] {_label(p)}\n{p.text.strip()}" if _label(p) else f"[{p.number}] {p.text.strip()}"
-        for p in passages
-    ]
+    blocks = [f"[{p.number}] {shown_text(p)}" for p in passages]
     return "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{REMINDER}"
 
 
@@ -61,6 +58,16 @@ def turn_messages(turn: Turn, with_passages: bool) -> list[dict[str, str]]:
     """An earlier exchange as chat messages, with or without the passages its question was shown with."""
     content = user_content(turn.question, turn.passages if with_passages else ())
     return [{"role": "user", "content": content}, {"role": "assistant", "content": turn.answer}]
+
+
+def shown_text(passage: Passage) -> str:
+    """A passage as the model reads it after its [n]: the `title › heading` line (if any), then the text.
+
+    Grounding checks against this, not the bare text: a man page's name is often only in its
+    title (`sdiag` in "[1] sdiag › DESCRIPTION"), and the model did read it there.
+    """
+    label = _label(passage)
+    return f"{label}\n{passage.text.strip()}" if label else passage.text.strip()
 
 
 def _label(passage: Passage) -> str:

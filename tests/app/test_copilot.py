@@ -184,6 +184,15 @@ def test_final_grounding_flags_invented_names_and_numbers_but_not_the_questions_
     assert ("2 hours", "quantity", True) in {(i.text, i.kind, i.found) for i in final.grounding}
 
 
+def test_final_grounding_reads_the_passage_title_and_heading_the_model_was_shown(tiny_engine, monkeypatch):
+    retriever = FakeRetriever([("sdiag.html", "Shows scheduler statistics.")], title="sdiag", heading="DESCRIPTION")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), retriever)
+    scripted_answer(copilot, monkeypatch, "Run `sdiag` [1], or `sdiag --stats` [1].")
+    final = collect(copilot.answer("How do I see scheduler statistics?"))
+    code = {(i.text, i.found) for i in final.grounding if i.kind == "code"}
+    assert code == {("sdiag", True), ("sdiag --stats", False)}
+
+
 @pytest.fixture
 def calibrated(monkeypatch):
     from app.copilot import gate
