@@ -59,7 +59,7 @@ def check_grounding(answer: str, passages: Sequence[str], question: str = "") ->
 def extract_items(answer: str) -> Iterable[tuple[str, str]]:
     for block in FENCE.finditer(answer):
         for line in block.group(1).splitlines():
-            if line.strip():
+            if line.strip().strip("`"):  # a closing fence cut short by the length limit is no code
                 yield "code", _drop_prompt(line)
     prose = without_fences(answer)
     for span in INLINE.finditer(prose):

@@ -67,6 +67,11 @@ def test_an_option_value_keeps_its_commas_but_not_a_trailing_one():
     assert options == ["--format=JobID,MaxRSS", "--array", "--gres=gpu:2,mem=1G"]
 
 
+def test_a_closing_fence_cut_short_by_the_length_limit_is_not_code():
+    items = check_grounding("Run:\n```\nscontrol reboot ASAP nextstate=RESUME c042\n``", PASSAGES)
+    assert [(i.text, i.found) for i in items] == [("scontrol reboot ASAP nextstate=RESUME c042", True)]
+
+
 def test_prose_is_not_mistaken_for_commands():
     assert check_grounding("Check the node state first. Then resume it when it is idle.", PASSAGES) == []
 
