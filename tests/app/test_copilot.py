@@ -109,7 +109,7 @@ def test_history_keeps_recent_turns_whole_then_bare_then_drops_the_oldest():
 
 
 def test_passages_are_trimmed_to_the_context_and_a_huge_question_is_refused(copilot):
-    long_passages = [t * 30 for t in RUNBOOK]  # ~8k tokens with the byte tokenizer: over the 2048 context
+    long_passages = [t * 30 for t in RUNBOOK]  # ~8k tokens with the byte tokenizer: over the 4096 context
     copilot._retriever = runbook_retriever(long_passages)
     events = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=8)))
     passages_status = next(e for e in events if isinstance(e, Status) and e.stage == "passages")
