@@ -21,19 +21,25 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from app.copilot.code_spans import FENCE, INLINE, without_fences
 from app.copilot.events import GroundingItem
 from app.copilot.specifics import check_specifics
 
-_FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
-_INLINE = re.compile(r"`([^`\n]+)`")
-_OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?:=[^\s`'\",;)]+)?")
+# an option's value may hold commas (`--format=JobID,MaxRSS`), not a trailing one ("--array, then")
+_OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?:=(?:[^\s`'\",;)]|,(?=[^\s`'\",;)]))+)?")
 _PATH = re.compile(r"(?<![\w./~-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?")
 _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-Za-z]")
 _SPACE = re.compile(r"\s+")
+_CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
 
 
 def normalise(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
+
+
+def _joined(text: str) -> str:
+    """`text` with continued shell lines joined, as a command copied onto one line reads."""
+    return _CONTINUED.sub(" ", text)
 
 
 def check_grounding(answer: str, passages: Sequence[str], question: str = "") -> list[GroundingItem]:
@@ -41,7 +47,7 @@ def check_grounding(answer: str, passages: Sequence[str], question: str = "") ->
 
     The question counts as a source for specifics only (a user's own "2 hours" is not invented).
     """
-    haystack = normalise("\n".join(passages))
+    haystack = normalise(_joined("\n".join(passages)))
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
@@ -51,20 +57,19 @@ def check_grounding(answer: str, passages: Sequence[str], question: str = "") ->
 
 
 def extract_items(answer: str) -> Iterable[tuple[str, str]]:
-    prose = answer
-    for block in _FENCE.finditer(answer):
+    for block in FENCE.finditer(answer):
         for line in block.group(1).splitlines():
-            if line.strip():
+            if line.strip().strip("`"):  # a closing fence cut short by the length limit is no code
                 yield "code", _drop_prompt(line)
-        prose = prose.replace(block.group(0), "\n")
-    for span in _INLINE.finditer(prose):
+    prose = without_fences(answer)
+    for span in INLINE.finditer(prose):
         yield "code", _drop_prompt(span.group(1))
-    for line in _INLINE.sub(" ", prose).splitlines():
+    for line in INLINE.sub(" ", prose).splitlines():
         line = line.strip().lstrip("-*• ").strip()
         if _looks_like_command(line):
             yield "command", _drop_prompt(line)
     for match in _OPTION.finditer(answer):
-        yield "option", match.group(0)
+        yield "option", match.group(0).rstrip(".")  # a sentence's full stop is not part of the value
     for match in _PATH.finditer(answer):
         yield "path", match.group(0).rstrip(".")
 
@@ -74,5 +79,7 @@ def _looks_like_command(line: str) -> bool:
 
 
 def _drop_prompt(line: str) -> str:
+    """A code line as a command: without a leading `$ ` prompt or a trailing `\\` continuation."""
     line = line.strip()
-    return line[2:] if line.startswith("$ ") else line
+    line = line[2:] if line.startswith("$ ") else line
+    return line[:-1].rstrip() if line.endswith("\\") else line

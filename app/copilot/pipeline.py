@@ -22,7 +22,7 @@ from app.copilot.events import Event, Final, Passage, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
-from app.copilot.prompting import build_messages, encode_chunks, encode_prompt
+from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shown_text
 from core.errors import SpecragError
 from core.memory import release_free_memory
 
@@ -251,7 +251,7 @@ class Copilot:
             passages=passages,
             sources=cite.source_list(shown, citations),
             citations=citations,
-            grounding=check_grounding(answer, [p.text for p in passages], prepared.question),
+            grounding=check_grounding(answer, [shown_text(p) for p in passages], prepared.question),
             stats=stats,
             prompt_ids=prepared.prompt_ids,
             output_ids=ids,

@@ -19,7 +19,8 @@ from core.errors import SpecragError
 
 SYSTEM_PROMPT = (
     "You are a copilot for shift operators. Answer only from the numbered sources, never from general knowledge.\n"
-    "- End every sentence with its source number, as [n].\n"
+    "- Open the answer with the number of the source it comes from, as [n], and end every other sentence with "
+    "its source number.\n"
     "- Copy commands, options and settings exactly as a source writes them, in backticks. Never write a command, "
     "option, name or number that no source contains.\n"
     "- Ignore sources unrelated to the question.\n"
@@ -27,7 +28,7 @@ SYSTEM_PROMPT = (
     "- Be brief."
 )
 # Repeated right before the answer: a 1.5B model follows the instruction nearest to it best.
-REMINDER = "Answer from these sources; cite [n] in every sentence."
+REMINDER = "Answer from these sources; open with the [n] of your source and cite [n] in every sentence."
 
 
 def build_messages(
@@ -48,20 +49,37 @@ def build_messages(
 
 
 def user_content(question: str, passages: Sequence[Passage]) -> str:
-    """Each passage under its own `[n] title › heading` line, then the question and the reminder."""
+    """Each passage under its own `Source n (title › heading):` line, then the question and the reminder."""
     if not passages:
         return f"Question: {question}"
-    blocks = [
-        f"[{p.number}] {_label(p)}\n{p.text.strip()}" if _label(p) else f"[{p.number}] {p.text.strip()}"
-        for p in passages
-    ]
+    blocks = [_header(p) + p.text.strip() for p in passages]
     return "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{REMINDER}"
+
+
+def _header(passage: Passage) -> str:
+    """`Source n (title › heading):` and a line break.
+
+    Not `[n] title › heading`: with the answer opening with `[n]`, 10 of 38 dev answers went on
+    with the title copied from that header instead of answering.
+    """
+    label = _label(passage)
+    return f"Source {passage.number} ({label}):\n" if label else f"Source {passage.number}:\n"
 
 
 def turn_messages(turn: Turn, with_passages: bool) -> list[dict[str, str]]:
     """An earlier exchange as chat messages, with or without the passages its question was shown with."""
     content = user_content(turn.question, turn.passages if with_passages else ())
     return [{"role": "user", "content": content}, {"role": "assistant", "content": turn.answer}]
+
+
+def shown_text(passage: Passage) -> str:
+    """A passage as the model reads it: its `title › heading` (if any), then the text.
+
+    Grounding checks against this, not the bare text: a man page's name is often only in its
+    title (`sdiag` in "Source 1 (sdiag › DESCRIPTION):"), and the model did read it there.
+    """
+    label = _label(passage)
+    return f"{label}\n{passage.text.strip()}" if label else passage.text.strip()
 
 
 def _label(passage: Passage) -> str:
@@ -73,11 +91,16 @@ def _label(passage: Passage) -> str:
 
 # Two worked exchanges on a made-up tool. First a question the sources do not answer although
 # they are on its topic (declined, saying what they do cover), then one answered from two of
-# three sources, an unrelated one ignored, a citation on every sentence and the command copied
-# verbatim. The answered exchange comes last: with the declined one last, the 1.5B model
-# declined answerable questions. A 1.5B model imitates a demonstration far more reliably than
-# it obeys a rule, and the demonstration sits in the fixed prefix, so its KV cache is computed
-# once per process.
+# three sources, an unrelated one ignored, the command copied verbatim, the answer opening with
+# its source number and the later sentence ending with one. Measured on the dev split (42 q,
+# 128 tokens): with every [n] at the end, 17 of 35 answers drifted into uncited prose that
+# restated the question; an opening [n] made citing the answer's first decision (all answers
+# cited). Opening *every* sentence with [n] was worse: the model walked the sources in order,
+# summarising each, and keyword recall fell from 0.44 to 0.36 (0.41 with only the first).
+# The answered exchange comes last: with the declined one last, the 1.5B model declined
+# answerable questions. A 1.5B model imitates a demonstration
+# far more reliably than it obeys a rule, and the demonstration sits in the fixed prefix, so
+# its KV cache is computed once per process.
 _RESTORE = Passage(
     1,
     "Restore a deleted file with `bkp restore --snapshot latest --path FILE --to /srv/restore`; restores never "
@@ -111,7 +134,7 @@ DEMONSTRATION = [
     },
     {
         "role": "assistant",
-        "content": "Restore it from the latest snapshot, which never overwrites the live file [3]:\n\n"
+        "content": "[3] Restore it from the latest snapshot, which never overwrites the live file:\n\n"
         "```\nbkp restore --snapshot latest --path FILE --to /srv/restore\n```\n\n"
         "Yesterday's file is in it: backups run nightly at 01:00 [1].",
     },

@@ -26,10 +26,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from app.copilot.code_spans import prose as prose_of
 from app.copilot.events import GroundingItem
 
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
-_INLINE = re.compile(r"`[^`\n]+`")
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
 _URL = re.compile(r"\b(?:https?|ftp)://[^\s<>`'\")\]]+")
 _TLDS = "com|org|net|edu|gov|int|io|ch|de|uk|fr|it|nl|es|eu|us|local|lan|internal|corp|cluster|site"
@@ -77,7 +76,7 @@ _WORD = re.compile(r"[A-Za-z]+")
 
 def check_specifics(answer: str, passages: Sequence[str], question: str = "") -> list[GroundingItem]:
     """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
-    prose = _INLINE.sub(" ", _FENCE.sub("\n", answer))
+    prose = prose_of(answer)
     sources = "\n".join([*passages, question])
     phones = {_digits(text) for _, text in _phones(sources)}
     quantities = {_quantity_key(text) for _, text in _quantities(sources)}

@@ -48,6 +48,30 @@ def test_whitespace_is_normalised_but_case_is_not():
     assert [(i.text, i.found) for i in items] == [("scontrol reboot ASAP", True), ("Scontrol reboot ASAP", False)]
 
 
+def test_a_continued_shell_line_matches_the_command_on_one_line_or_split_as_in_the_source():
+    source = "$ strigger --set --node --down \\\n      --program=/usr/sbin/notify\nThen wait."
+    joined = check_grounding("```\nstrigger --set --node --down --program=/usr/sbin/notify\n```", [source])
+    split = check_grounding("```\nstrigger --set --node --down \\\n  --program=/usr/sbin/notify\n```", [source])
+    assert [(i.text, i.found) for i in joined if i.kind == "code"] == [
+        ("strigger --set --node --down --program=/usr/sbin/notify", True)
+    ]
+    assert [(i.text, i.found) for i in split if i.kind == "code"] == [
+        ("strigger --set --node --down", True),
+        ("--program=/usr/sbin/notify", True),
+    ]
+
+
+def test_an_option_value_keeps_its_commas_but_not_a_trailing_one():
+    items = check_grounding("Run sacct --format=JobID,MaxRSS, then compare --array, --gres=gpu:2,mem=1G.", ["x"])
+    options = [i.text for i in items if i.kind == "option"]
+    assert options == ["--format=JobID,MaxRSS", "--array", "--gres=gpu:2,mem=1G"]
+
+
+def test_a_closing_fence_cut_short_by_the_length_limit_is_not_code():
+    items = check_grounding("Run:\n```\nscontrol reboot ASAP nextstate=RESUME c042\n``", PASSAGES)
+    assert [(i.text, i.found) for i in items] == [("scontrol reboot ASAP nextstate=RESUME c042", True)]
+
+
 def test_prose_is_not_mistaken_for_commands():
     assert check_grounding("Check the node state first. Then resume it when it is idle.", PASSAGES) == []
 

@@ -109,7 +109,7 @@ def test_history_keeps_recent_turns_whole_then_bare_then_drops_the_oldest():
 
 
 def test_passages_are_trimmed_to_the_context_and_a_huge_question_is_refused(copilot):
-    long_passages = [t * 30 for t in RUNBOOK]  # ~8k tokens with the byte tokenizer: over the 2048 context
+    long_passages = [t * 30 for t in RUNBOOK]  # ~8k tokens with the byte tokenizer: over the 4096 context
     copilot._retriever = runbook_retriever(long_passages)
     events = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=8)))
     passages_status = next(e for e in events if isinstance(e, Status) and e.stage == "passages")
@@ -182,6 +182,15 @@ def test_final_grounding_flags_invented_names_and_numbers_but_not_the_questions_
     flagged = {(item.text, item.kind) for item in final.ungrounded}
     assert flagged == {("John Smith", "name"), ("555-0134", "phone")}
     assert ("2 hours", "quantity", True) in {(i.text, i.kind, i.found) for i in final.grounding}
+
+
+def test_final_grounding_reads_the_passage_title_and_heading_the_model_was_shown(tiny_engine, monkeypatch):
+    retriever = FakeRetriever([("sdiag.html", "Shows scheduler statistics.")], title="sdiag", heading="DESCRIPTION")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), retriever)
+    scripted_answer(copilot, monkeypatch, "Run `sdiag` [1], or `sdiag --stats` [1].")
+    final = collect(copilot.answer("How do I see scheduler statistics?"))
+    code = {(i.text, i.found) for i in final.grounding if i.kind == "code"}
+    assert code == {("sdiag", True), ("sdiag --stats", False)}
 
 
 @pytest.fixture

@@ -35,20 +35,22 @@ def test_messages_number_the_passages_before_the_question():
     for word in ("only from the numbered sources", "exactly", "do not cover", "[n]", "unrelated"):
         assert word in SYSTEM_PROMPT
     user = messages[-1]["content"]
-    assert "[1] slurm.md\nscontrol update state=drain" in user and "/srv/docs" not in user
-    assert user.index("[2] sinfo › Reasons\nsinfo -R") < user.index("Question: How do I drain a node?")
+    assert "Source 1 (slurm.md):\nscontrol update state=drain" in user and "/srv/docs" not in user
+    assert user.index("Source 2 (sinfo › Reasons):\nsinfo -R") < user.index("Question: How do I drain a node?")
+    assert "[1]" not in user  # the answer's opening [n] must not be followed, in the prompt, by a title to copy
     assert user.endswith("Question: How do I drain a node?\n" + REMINDER)
 
 
-def test_demonstration_declines_first_then_answers_with_a_citation_per_sentence_and_a_verbatim_command():
+def test_demonstration_declines_first_then_answers_opening_with_its_source_and_a_verbatim_command():
     declined, answered = DEMONSTRATION[1]["content"], DEMONSTRATION[3]["content"]
-    assert declined.startswith("The sources do not cover this.")
+    assert declined.startswith("The sources do not cover this.") and "[1]" in declined
     before, command, after = answered.split("```")
     command = command.strip()
     prose = [line for line in (before + after).split("\n") if line.strip()]
     assert command in DEMONSTRATION[2]["content"]  # copied verbatim from its source
-    assert all(re.search(r"\[\d\]\S*$", line) for line in prose)  # every sentence ends with its [n]
-    assert "[2]" not in answered and "[2]" in DEMONSTRATION[2]["content"]  # the unrelated source is ignored
+    assert re.match(r"\[3\] \S", prose[0])  # the answer opens with its source number
+    assert all(re.search(r"\[\d\]\S*$", line) for line in prose[1:])  # later sentences end with theirs
+    assert "[2]" not in answered and "Source 2 (" in DEMONSTRATION[2]["content"]  # the unrelated source is ignored
 
 
 def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):
@@ -57,7 +59,7 @@ def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):
     text = tokenizer.decode(ids)
     assert (
         text.startswith(SYSTEM_PROMPT)
-        and "[1] because" in text
+        and "Source 1:\nbecause" in text
         and text.endswith("Question: why?\n" + REMINDER + "\n\nAnswer:")
     )
 

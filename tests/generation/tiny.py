@@ -39,7 +39,7 @@ def tiny_lm(
         num_hidden_layers=layers,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
-        max_position_embeddings=2048,
+        max_position_embeddings=4096,  # the copilot prompt alone (system + demonstration) is ~1.9k byte tokens
         tie_word_embeddings=False,
         eos_token_id=vocab_size - 1,
     )
