@@ -23,12 +23,11 @@ from __future__ import annotations
 from generation.drafters.base import Draft
 from generation.drafters.model import ModelDrafter
 from generation.drafters.ngram import NgramDrafter, draft_from_match
-from generation.drafters.policy import Acceptance, DraftModelRecord, PassCost, best_draft_length
+from generation.drafters.policy import PRIOR_TRIALS, Acceptance, DraftModelRecord, PassCost, best_draft_length
 
 # prior per-token acceptance of a copy by matched suffix length (1, 2, ..., 6+): weak, quickly overridden
 COPY_PRIOR = (0.15, 0.3, 0.45, 0.55, 0.65, 0.75)
 MODEL_MAX_DRAFT = 16  # the model's own stopping rule (policy.worth_drafting_on) usually ends drafts sooner
-PRIOR_TRIALS = 4.0
 DRAFT_STEP_PRIOR = 0.3  # a draft step, as a share of a target step, until one is measured
 PREFILL_TOKEN_PRIOR = 0.05  # a draft prefill token, as a share of a target step (measured: 2 ms against 46)
 EXPLORE_SAVING = 0.05  # the saving assumed at worst, so a long answer still tries the model and learns
@@ -56,6 +55,7 @@ class HybridDrafter:
         self.model_acceptance = self.record.acceptance.softened(2 * PRIOR_TRIALS)
         self._last: tuple[Acceptance, int] | None = None
         self._model_prompt: list[int] | None = None  # prefilled into the draft model once it joins
+        self._model_prefill_tokens: int | None = None  # what that prefill would compute; fixed until it runs
         self._proposed = False
 
     def prefill(self, context_ids: list[int]) -> None:
@@ -125,8 +125,10 @@ class HybridDrafter:
         _, rate = best_draft_length(self.model_acceptance.rate, self.cost, self._draft_step(), MODEL_MAX_DRAFT)
         saving = max(plain - 1.0 / rate, EXPLORE_SAVING * plain)
         per_token = self.record.prefill_token_seconds or PREFILL_TOKEN_PRIOR * plain
+        if self._model_prefill_tokens is None:  # asked once: it walks the whole prompt against the draft's cache
+            self._model_prefill_tokens = self.model.prefill_tokens_needed(self._model_prompt)
         emitted = len(context_ids) - len(self._model_prompt)
-        return emitted * saving >= self.model.prefill_tokens_needed(self._model_prompt) * per_token
+        return emitted * saving >= self._model_prefill_tokens * per_token
 
     def _draft_step(self) -> float:
         """Seconds per draft-model token: this answer's, else the engine's record, else a prior."""

@@ -42,13 +42,14 @@ class Acceptance:
 
 
 MODEL_PRIOR = 0.6  # per-token acceptance of a draft-model token before any is observed
+PRIOR_TRIALS = 4.0  # weight of a prior acceptance, in drafted tokens: weak, quickly overridden
 
 
 @dataclass
 class DraftModelRecord:
     """What the engine has learned about its draft model on this machine, kept across answers."""
 
-    acceptance: Acceptance = field(default_factory=lambda: Acceptance(MODEL_PRIOR * 4.0, 4.0))
+    acceptance: Acceptance = field(default_factory=lambda: Acceptance(MODEL_PRIOR * PRIOR_TRIALS, PRIOR_TRIALS))
     step_seconds: float = 0.0  # seconds per drafted token (0: not measured yet)
     prefill_token_seconds: float = 0.0  # seconds per prompt token of the draft's prefill (0: not measured yet)
 
