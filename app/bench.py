@@ -215,11 +215,12 @@ class Bench:
         return question_record(pre, order, {m: runs[m] for m in self.methods})
 
     def prefill(self, row: dict) -> Prefilled:
-        """Prefill target and draft once; the engine's CachedLMs keep the snapshots for every method."""
+        """Prefill the target (and the draft, for hf-assisted) once; the engine's CachedLMs keep the snapshots."""
         tokenizer = self.engine.tokenizer
         prompt = encode_prompt(tokenizer, [{"role": "user", "content": row["turn"]}])
         chunks = encode_chunks(tokenizer, row["chunks"])
-        snap = self.engine.prefill_snapshot(prompt)
+        # only transformers' assisted generation starts from a prefilled draft; our engine prefills its own
+        snap = self.engine.prefill_snapshot(prompt, with_draft="hf-assisted" in self.methods)
         fixed = fixed_prefix_length(tokenizer, prompt)
         return Prefilled(
             row, prompt, chunks, snap.target_cache, snap.draft_cache, snap.target_seconds, snap.draft_seconds, fixed

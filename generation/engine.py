@@ -109,8 +109,8 @@ class Engine:
         config = self.target.model.config
         return int(getattr(config, "max_position_embeddings", None) or 4096)
 
-    def prefill_snapshot(self, prompt_ids: Sequence[int]) -> PrefillSnapshot:
-        """Prefill target (and draft) on prompt[:-1] and return copies of their caches.
+    def prefill_snapshot(self, prompt_ids: Sequence[int], with_draft: bool = True) -> PrefillSnapshot:
+        """Prefill target (and draft, if asked and present) on prompt[:-1] and return copies of their caches.
 
         For comparisons that decode one prompt with other generators (the bench runs
         transformers' own methods from it); the engine's own snapshot stays in place.
@@ -120,7 +120,7 @@ class Engine:
         self.target.prefill(ids)
         target_seconds = time.perf_counter() - start
         draft_cache = None
-        if self.draft is not None:
+        if with_draft and self.draft is not None:
             self.draft.prefill(ids)
             draft_cache = copy.deepcopy(self.draft.cache)
         draft_seconds = time.perf_counter() - start - target_seconds
