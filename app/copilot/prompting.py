@@ -98,9 +98,9 @@ def _label(passage: Passage) -> str:
 # cited). Opening *every* sentence with [n] was worse: the model walked the sources in order,
 # summarising each, and keyword recall fell from 0.44 to 0.36 (0.41 with only the first).
 # The answered exchange comes last: with the declined one last, the 1.5B model declined
-# answerable questions. A 1.5B model imitates a demonstration
-# far more reliably than it obeys a rule, and the demonstration sits in the fixed prefix, so
-# its KV cache is computed once per process.
+# answerable questions. A 1.5B model imitates a demonstration far more reliably than it obeys
+# a rule, and the demonstration sits in the fixed prefix, so its KV cache is computed once per
+# process.
 _RESTORE = Passage(
     1,
     "Restore a deleted file with `bkp restore --snapshot latest --path FILE --to /srv/restore`; restores never "
