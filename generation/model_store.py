@@ -165,8 +165,11 @@ def ensure_quantized_model(alias: str, mode: str, root: Path | None = None) -> P
 
     spec = PACKAGED[alias]
     root = root or cache_root()
-    version = torch.__version__.split("+")[0]  # the packed int4 layout belongs to torch's kernel
-    out_dir = root / "models" / f"{spec.alias}-{mode}-torch{version}"
+    from generation.quantized import int4_block
+
+    # The packed int4 layout belongs to torch's kernel and to the CPU it dispatches to (AVX512 or AVX2).
+    version = torch.__version__.split("+")[0]
+    out_dir = root / "models" / f"{spec.alias}-{mode}-torch{version}-n{int4_block()}"
     if (out_dir / "config.json").exists():
         return out_dir
     gguf = assemble_gguf(spec, root)

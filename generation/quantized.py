@@ -68,7 +68,8 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).to(ACT)
-        if rows.shape[0] >= WIDE_ROWS_INT4 and self.out_features % 64 == 0 and _int4_layout_known():
+        block = int4_block()
+        if rows.shape[0] >= WIDE_ROWS_INT4 and block and self.out_features % block == 0:
             y = torch.mm(rows, self.dequantized_t()).to(x.dtype)
         else:
             y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_zeros)
@@ -82,7 +83,8 @@ class Int4Linear(nn.Module):
 
         Codes are centred in int8 and the group's scale and zero broadcast over its 32 rows, so this
         is one bf16 conversion and one addcmul (half the time of repeating the scales per row)."""
-        groups = _unpack_int4_centered(self.packed, self.in_features).reshape(-1, self.group, self.out_features)
+        codes = _unpack_int4_centered(self.packed, self.in_features, int4_block())
+        groups = codes.reshape(-1, self.group, self.out_features)
         scale, zero = self.scales_zeros[..., 0].unsqueeze(1), self.scales_zeros[..., 1].unsqueeze(1)
         return torch.addcmul(zero, groups.to(ACT), scale).reshape(self.in_features, self.out_features)
 
@@ -93,11 +95,13 @@ def set_int4_wide_rows(rows: int) -> None:
     WIDE_ROWS_INT4 = max(int(rows), MIN_WIDE_ROWS)
 
 
-def _unpack_int4_centered(packed: torch.Tensor, in_features: int) -> torch.Tensor:
+def _unpack_int4_centered(packed: torch.Tensor, in_features: int, block: int) -> torch.Tensor:
     """Codes - 8 as int8 [in, out] from `_convert_weight_to_int4pack_for_cpu`'s output. Found by probing
-    torch 2.13: blocks of 64 output rows; per input column 32 bytes, low nibbles rows 0-31, high nibbles 32-63."""
-    blocks = packed.reshape(-1, in_features, 32).transpose(0, 1)  # [in, out/64, 32]
-    codes = torch.empty(in_features, blocks.shape[1], 2, 32, dtype=torch.uint8)
+    torch 2.13: blocks of `block` output rows (64 on AVX512 builds, 32 on AVX2); per input column block/2
+    bytes, low nibbles the block's first half of rows, high nibbles its second half."""
+    half = block // 2
+    blocks = packed.reshape(-1, in_features, half).transpose(0, 1)  # [in, out/block, block/2]
+    codes = torch.empty(in_features, blocks.shape[1], 2, half, dtype=torch.uint8)
     torch.bitwise_and(blocks, 0xF, out=codes[:, :, 0])
     torch.bitwise_right_shift(blocks, 4, out=codes[:, :, 1])
     codes.sub_(8)  # wraps modulo 256, so viewed as int8 it is code - 8
@@ -105,11 +109,17 @@ def _unpack_int4_centered(packed: torch.Tensor, in_features: int) -> torch.Tenso
 
 
 @cache
-def _int4_layout_known() -> bool:
-    """Does _unpack_int4_centered invert this torch build's packing? Checked once; if not, prefill uses the kernel."""
+def int4_block() -> int | None:
+    """Output rows per block of this machine's int4 packing (64 or 32), or None if neither layout inverts it.
+
+    The packing depends on the CPU kernel torch dispatches to, so it is probed once per process;
+    with None, prefill-sized passes keep calling the kernel."""
     codes = torch.randint(0, 16, (128, 64), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
-    return torch.equal(_unpack_int4_centered(packed, 64).t().to(torch.int32) + 8, codes)
+    for block in (64, 32):
+        if torch.equal(_unpack_int4_centered(packed, 64, block).t().to(torch.int32) + 8, codes):
+            return block
+    return None
 
 
 class Int8Linear(nn.Module):

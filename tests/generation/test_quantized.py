@@ -118,7 +118,7 @@ def test_prefill_sized_passes_take_the_dequantized_matmul_and_agree_with_the_ker
     wide = q.WIDE_ROWS_INT4 if layer is Int4Linear else q.WIDE_ROWS
     x = torch.randn(wide, 64)
     if layer is Int4Linear:
-        assert q._int4_layout_known()
+        assert q.int4_block() in (32, 64)  # a layout we can read, AVX512 or AVX2
     kernel = torch.cat([linear(x[i : i + 8]) for i in range(0, wide, 8)])
     assert (linear(x) - kernel).abs().max() < 0.02 * kernel.abs().max()  # bf16 rounding of the weight only
 
