@@ -4,7 +4,8 @@ Rollback after a rejected draft is just cropping the cache back to a length, so 
 engine never recomputes the prompt. `prefill` keeps a snapshot of the last prompt's
 cache and reuses its longest common prefix with the next prompt, so a repeated
 question (or a benchmark running several methods on one prompt) pays prefill once.
-Works for any transformers causal LM whose cache is a `DynamicCache`.
+Works for any transformers causal LM whose cache is a `DynamicCache`; full-attention layers
+append in place (`generation/kv_cache.py`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import copy
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from generation.kv_cache import growing_cache
+
 
 class CachedLM:
     def __init__(self, model: PreTrainedModel, keep_snapshot: bool = True) -> None:
         self.model = model
         self.device = next(model.parameters()).device
-        self.cache = DynamicCache(config=model.config)
+        self.cache = growing_cache(model.config)
         self.keep_snapshot = keep_snapshot
         self._snapshot: tuple[list[int], DynamicCache] | None = None
         self.reused = 0  # how many tokens the last prefill took from the snapshot
@@ -79,7 +82,7 @@ class CachedLM:
             self.cache.crop(-excess)
 
     def reset(self) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = growing_cache(self.model.config)
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:

@@ -1,5 +1,7 @@
 """The KV-cache verbs: a trimmed snapshot keeps its prefix and gives the same logits as a fresh prefill."""
 
+import copy
+
 import torch
 
 from generation.cached_lm import CachedLM
@@ -19,3 +21,33 @@ def test_trimmed_snapshot_keeps_its_prefix_and_changes_no_logits(target):
     torch.testing.assert_close(logits, fresh)
     lm.trim_snapshot(500)  # longer than the snapshot: nothing to drop
     assert lm.snapshot_prefix(other) == len(other)
+
+
+def test_the_in_place_cache_gives_the_logits_of_transformers_own_cache_through_growth_and_rollback(target):
+    """Prefill, decode past the first buffer growth, roll back a draft, snapshot and restore:
+    every step's logits equal those of transformers' concatenating DynamicCache."""
+    from transformers import DynamicCache
+
+    from generation.kv_cache import GROWTH_MIN, GrowingLayer
+
+    ours, reference = CachedLM(target, keep_snapshot=False), CachedLM(target, keep_snapshot=False)
+    reference.cache = DynamicCache(config=target.config)
+    assert all(isinstance(layer, GrowingLayer) for layer in ours.cache.layers)
+    prompt = list(range(10, 50))
+    torch.testing.assert_close(ours.extend(prompt), reference.extend(prompt), rtol=0, atol=0)
+    capacity = ours.cache.layers[0].capacity
+    step = 0
+    while ours.length <= capacity:  # run past the first growth
+        draft = [(7 * step + j) % 200 + 3 for j in range(5)]
+        torch.testing.assert_close(ours.extend(draft), reference.extend(draft), rtol=0, atol=0)
+        keep = ours.length - 1 - step % 5  # reject part of the draft, as verification does
+        ours.crop(keep)
+        reference.crop(keep)
+        step += 1
+    assert ours.cache.layers[0].capacity >= capacity + GROWTH_MIN
+    snapshot = copy.deepcopy(ours.cache)
+    assert snapshot.layers[0].capacity == ours.length  # snapshots carry no spare room
+    ours.extend([5, 6, 7])
+    ours.cache = snapshot  # restoring it undoes the extension
+    torch.testing.assert_close(ours.extend([9, 8]), reference.extend([9, 8]), rtol=0, atol=0)
+    assert ours.length == reference.length
