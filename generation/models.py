@@ -17,8 +17,8 @@ from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.linear_layout import patch_linear_layout
 from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model
-from generation.numeric_path import cached_wide_rows, resolve_path
-from generation.quantized import set_int4_wide_rows
+from generation.numeric_path import cached_wide_plan, resolve_path
+from generation.quantized import set_int4_wide_rows, set_wide_dtype
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -172,8 +172,10 @@ def load_models(
 def load_quantized_models(target: str, draft: str | None, dev: torch.device, mode: str) -> LoadedModels:
     """Target and draft on the int4/int8 path (the draft too: its bf16-activation kernels are
     the fastest drafter measured here, and a draft only proposes, so exactness is unaffected)."""
+    wide_dtype, wide_rows = cached_wide_plan(cache_root() / "calibration.json")
+    set_wide_dtype(wide_dtype)
     if mode == "int4":
-        set_int4_wide_rows(cached_wide_rows(cache_root() / "calibration.json"))
+        set_int4_wide_rows(wide_rows)
     target_model, target_path = load_quantized_lm(target, mode)
     tokenizer = AutoTokenizer.from_pretrained(target_path)
     draft_model, draft_path = None, None

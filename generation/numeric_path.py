@@ -79,9 +79,27 @@ WIDE_PROBE = (128, 1024)  # rows: one short and one long prefill
 MAX_WIDE_ROWS = 8192
 
 
-def cached_wide_rows(cache_file: Path | None) -> int:
-    """The row count from which dequantize + bf16 matmul beats the int4 kernel here (measured once, cached)."""
-    return int(cached_measurement(cache_file, "wide", measure_wide_rows))
+def cached_wide_plan(cache_file: Path | None) -> tuple[torch.dtype, int]:
+    """How prefill-sized passes run here: the dequantized matmul's dtype, and the row count from which it
+    beats the int4 kernel (measured once, cached)."""
+    plan = cached_measurement(cache_file, "wide-plan", measure_wide_plan)
+    return getattr(torch, plan["dtype"]), int(plan["rows"])
+
+
+def measure_wide_plan(repeats: int = 5) -> dict[str, Any]:
+    dtype = faster_matmul_dtype()
+    return {"dtype": str(dtype).removeprefix("torch."), "rows": measure_wide_rows(repeats, dtype)}
+
+
+@torch.inference_mode()
+def faster_matmul_dtype(repeats: int = 2) -> torch.dtype:
+    """bf16 where its stock matmul is at least as fast as float32's, else float32 (CPUs without bf16 units)."""
+    x, w = torch.randn(32, SHAPE[1]), torch.randn(SHAPE[1], 1024)
+    seconds = {}
+    for dtype in (torch.bfloat16, torch.float32):
+        xd, wd = x.to(dtype), w.to(dtype)
+        seconds[dtype] = min(_seconds(lambda x, w=wd: torch.mm(x, w), xd) for _ in range(repeats))
+    return torch.bfloat16 if seconds[torch.bfloat16] <= seconds[torch.float32] else torch.float32
 
 
 def cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[], Any]) -> Any:
@@ -96,11 +114,12 @@ def cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[],
 
 
 @torch.inference_mode()
-def measure_wide_rows(repeats: int = 5) -> int:
+def measure_wide_rows(repeats: int = 5, dtype: torch.dtype = torch.bfloat16) -> int:
     """Fit kernel(M) = a M and dequantized(M) = D + b M on two row counts; the crossover is D / (a - b).
 
     The int4 kernel re-reads the weight for every block of 4 rows, so its cost grows with M from the
-    first row; the dequantized path pays D once per pass, then runs the bf16 matmul."""
+    first row; the dequantized path pays D once per pass, then runs the stock matmul in `dtype`.
+    Where that matmul grows faster than the kernel, it never wins (MAX_WIDE_ROWS)."""
     layer = Int4Linear.from_float(torch.randn(SHAPE, generator=torch.Generator().manual_seed(0)) * 0.02, None)
     kernel, dequantized = [], []
     for rows in WIDE_PROBE:
@@ -112,15 +131,17 @@ def measure_wide_rows(repeats: int = 5) -> int:
             )
             for _ in range(repeats)
         )
-        d = min(_seconds(lambda x: torch.mm(x, layer.dequantized_t()), x) for _ in range(repeats))
+        d = min(_seconds(lambda x: torch.mm(x.to(dtype), layer.dequantized_t(dtype)), x) for _ in range(repeats))
         kernel.append(k)
         dequantized.append(d)
     (m1, m2) = WIDE_PROBE
     a = kernel[1] / m2
     b = (dequantized[1] - dequantized[0]) / (m2 - m1)
     fixed = dequantized[0] - b * m1
-    if a <= b or fixed <= 0:
-        return MIN_WIDE_ROWS if fixed <= 0 else MAX_WIDE_ROWS
+    if a <= b:
+        return MAX_WIDE_ROWS
+    if fixed <= 0:
+        return MIN_WIDE_ROWS
     return int(min(max(fixed / (a - b), MIN_WIDE_ROWS), MAX_WIDE_ROWS))
 
 

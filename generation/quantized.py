@@ -29,8 +29,12 @@ ACT = torch.bfloat16  # the int4/int8 CPU kernels are fast only with bf16 activa
 # So the int4 crossover is measured per machine (numeric_path.cached_wide_rows sets WIDE_ROWS_INT4).
 # Prefill is shared by plain and speculative decoding, so it need not be row invariant; decoding and
 # verification passes (<= 17 rows) always use the invariant kernels.
+# The dequantized matmul runs in bf16 where the CPU has bf16 instructions; on AVX2 a bf16 matmul of
+# 600 rows x 8960x1536 took 20 s against 0.11 s in float32, so there it runs in float32
+# (numeric_path measures which, once per machine, and `set_wide_dtype` applies it).
 WIDE_ROWS = 160  # int8: its dequantization is one multiply, cheaper than its kernel from here on both CPUs
 WIDE_ROWS_INT4 = 160
+WIDE_DTYPE = ACT
 MIN_WIDE_ROWS = 64  # never a verification pass
 
 
@@ -67,32 +71,39 @@ class Int4Linear(nn.Module):
         return cls.from_groups(codes, scale, lo, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).to(ACT)
+        rows = x.reshape(-1, self.in_features)
         block = int4_block()
         if rows.shape[0] >= WIDE_ROWS_INT4 and block and self.out_features % block == 0:
-            y = torch.mm(rows, self.dequantized_t()).to(x.dtype)
+            y = torch.mm(rows.to(WIDE_DTYPE), self.dequantized_t(WIDE_DTYPE)).to(x.dtype)
         else:
-            y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_zeros)
+            y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows.to(ACT), self.packed, self.group, self.scales_zeros)
             y = y.to(x.dtype)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
 
-    def dequantized_t(self) -> torch.Tensor:
-        """The weight as bf16 [in, out]: (code - 8) * scale + zero, the kernel's own formula.
+    def dequantized_t(self, dtype: torch.dtype = ACT) -> torch.Tensor:
+        """The weight as `dtype` [in, out]: (code - 8) * scale + zero, the kernel's own formula.
 
         Codes are centred in int8 and the group's scale and zero broadcast over its 32 rows, so this
         is one bf16 conversion and one addcmul (half the time of repeating the scales per row)."""
         codes = _unpack_int4_centered(self.packed, self.in_features, int4_block())
         groups = codes.reshape(-1, self.group, self.out_features)
         scale, zero = self.scales_zeros[..., 0].unsqueeze(1), self.scales_zeros[..., 1].unsqueeze(1)
-        return torch.addcmul(zero, groups.to(ACT), scale).reshape(self.in_features, self.out_features)
+        weight = torch.addcmul(zero.to(dtype), groups.to(dtype), scale.to(dtype))
+        return weight.reshape(self.in_features, self.out_features)
 
 
 def set_int4_wide_rows(rows: int) -> None:
     """From how many rows an Int4Linear dequantizes instead of calling the kernel (at least MIN_WIDE_ROWS)."""
     global WIDE_ROWS_INT4
     WIDE_ROWS_INT4 = max(int(rows), MIN_WIDE_ROWS)
+
+
+def set_wide_dtype(dtype: torch.dtype) -> None:
+    """The dtype prefill-sized passes dequantize to and multiply in (bf16 or float32)."""
+    global WIDE_DTYPE
+    WIDE_DTYPE = dtype
 
 
 def _unpack_int4_centered(packed: torch.Tensor, in_features: int, block: int) -> torch.Tensor:
@@ -142,11 +153,12 @@ class Int8Linear(nn.Module):
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).to(ACT)
+        rows = x.reshape(-1, self.in_features)
         if rows.shape[0] >= WIDE_ROWS:  # prefill: see WIDE_ROWS
-            y = torch.nn.functional.linear(rows, self.weight_int8.to(ACT) * self.scales[:, None]).to(x.dtype)
+            weight = self.weight_int8.to(WIDE_DTYPE) * self.scales[:, None].to(WIDE_DTYPE)
+            y = torch.nn.functional.linear(rows.to(WIDE_DTYPE), weight).to(x.dtype)
         else:
-            y = torch._weight_int8pack_mm(rows, self.weight_int8, self.scales).to(x.dtype)
+            y = torch._weight_int8pack_mm(rows.to(ACT), self.weight_int8, self.scales).to(x.dtype)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

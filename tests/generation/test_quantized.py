@@ -166,10 +166,10 @@ def test_the_int4_prefill_crossover_is_measured_once_per_machine_and_never_reach
     from generation import quantized as q
 
     calls = []
-    monkeypatch.setattr(numeric_path, "measure_wide_rows", lambda: calls.append(1) or 437)
+    monkeypatch.setattr(numeric_path, "measure_wide_plan", lambda: calls.append(1) or {"dtype": "float32", "rows": 437})
     cache = tmp_path / "calibration.json"
-    assert numeric_path.cached_wide_rows(cache) == numeric_path.cached_wide_rows(cache) == 437
-    assert calls == [1] and any(k.startswith("wide:") for k in json.loads(cache.read_text()))
+    assert numeric_path.cached_wide_plan(cache) == numeric_path.cached_wide_plan(cache) == (torch.float32, 437)
+    assert calls == [1] and any(k.startswith("wide-plan:") for k in json.loads(cache.read_text()))
     saved = q.WIDE_ROWS_INT4
     try:
         q.set_int4_wide_rows(3)
@@ -181,5 +181,33 @@ def test_the_int4_prefill_crossover_is_measured_once_per_machine_and_never_reach
 def test_the_measured_crossover_lies_within_its_bounds():
     from generation import numeric_path
 
-    rows = numeric_path.measure_wide_rows(repeats=1)
+    dtype, rows = numeric_path.cached_wide_plan(None)
+    assert dtype in (torch.bfloat16, torch.float32)
     assert numeric_path.MIN_WIDE_ROWS <= rows <= numeric_path.MAX_WIDE_ROWS
+
+
+def test_a_matmul_that_grows_faster_than_the_kernel_never_takes_over(monkeypatch):
+    """A dequantized matmul slower per row than the int4 kernel (bf16 on AVX2: 20 s for 600 rows) never wins."""
+    from generation import numeric_path
+
+    times = iter([0.01, 1.0, 0.08, 8.0])  # kernel, dequantized at 128 rows; then at 1024
+    monkeypatch.setattr(numeric_path, "_seconds", lambda fn, x: next(times))
+    assert numeric_path.measure_wide_rows(repeats=1) == numeric_path.MAX_WIDE_ROWS
+
+
+@pytest.mark.parametrize("layer", [Int4Linear, Int8Linear])
+def test_prefill_in_float32_agrees_with_the_kernel(layer):
+    from generation import quantized as q
+
+    linear = layer.from_float(torch.randn(128, 64) * 0.05, None)
+    x = torch.randn(q.MIN_WIDE_ROWS, 64)
+    kernel = torch.cat([linear(x[i : i + 8]) for i in range(0, len(x), 8)])
+    saved = q.WIDE_ROWS_INT4, q.WIDE_ROWS, q.WIDE_DTYPE
+    try:
+        q.set_int4_wide_rows(q.MIN_WIDE_ROWS)
+        q.WIDE_ROWS = q.MIN_WIDE_ROWS
+        q.set_wide_dtype(torch.float32)
+        wide = linear(x)
+    finally:
+        q.WIDE_ROWS_INT4, q.WIDE_ROWS, q.WIDE_DTYPE = saved
+    assert (wide - kernel).abs().max() < 0.02 * kernel.abs().max()  # only the kernel's bf16 activations differ
