@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     options = copilot_options(args)
     paragraphs = [(name, text) for name in args.context_file for text in read_paragraphs(Path(name))]
     passages = [Passage(i + 1, text, Path(name).name) for i, (name, text) in enumerate(paragraphs)] or None
-    copilot = Copilot.load(options)
+    copilot = Copilot.load(options, open_index_first=passages is None)
     events = copilot.answer(args.question, passages=passages)
     final = collect(events, None if args.json else render)
     if args.json:

@@ -66,7 +66,7 @@ def ask(copilot: Copilot, label: str, question: str, history: list, options) -> 
 
 def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
     options = copilot_options(args)
-    copilot = copilot or Copilot.load(options)
+    copilot = copilot or Copilot.load(options, open_index_first=True)
     rows = []
     row, final = ask(copilot, "first question", args.question, [], options.answer)
     rows.append(row)
@@ -101,4 +101,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from core.errors import run_reporting_errors
+
+    sys.exit(run_reporting_errors("python -m app.bench_conversation", main))

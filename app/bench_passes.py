@@ -35,4 +35,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from core.errors import run_reporting_errors
+
+    sys.exit(run_reporting_errors("python -m app.bench_passes", main))

@@ -28,17 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.errors import SpecragError
+    from core.errors import run_reporting_errors
 
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except SpecragError as err:
-        print(f"specrag: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("specrag: interrupted", file=sys.stderr)
-        return 130
+    return run_reporting_errors("specrag", lambda: args.func(args))
 
 
 if __name__ == "__main__":

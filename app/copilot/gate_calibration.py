@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 from app.copilot.gate import best_similarity
@@ -88,4 +89,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from core.errors import run_reporting_errors
+
+    sys.exit(run_reporting_errors("python -m app.copilot.gate_calibration", main))

@@ -52,12 +52,15 @@ class Copilot:
         self._retriever_lock = threading.Lock()
 
     @classmethod
-    def load(cls, options: CopilotOptions | None = None) -> Copilot:
+    def load(cls, options: CopilotOptions | None = None, open_index_first: bool = False) -> Copilot:
+        """Load the models; with `open_index_first`, open the index before them, so that a missing
+        or broken index is reported in a second rather than after the models have loaded."""
         options = options or CopilotOptions()
         models = options.models
         if options.answer.speculation not in ("model", "hybrid"):
             models = replace(models, draft=None)
-        return cls(loading.load_engine(models), options)  # tests swap loading.load_engine for tiny models
+        retriever = cls.retrieval_only(options).retriever() if open_index_first else None
+        return cls(loading.load_engine(models), options, retriever)  # tests swap loading.load_engine for tiny models
 
     @classmethod
     def retrieval_only(cls, options: CopilotOptions | None = None, retriever: Any = None) -> Copilot:

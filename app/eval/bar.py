@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -103,4 +104,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from core.errors import run_reporting_errors
+
+    sys.exit(run_reporting_errors("python -m app.eval.bar", main))
