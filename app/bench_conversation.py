@@ -2,10 +2,11 @@
 
     python -m app.bench_conversation [--index DIR] [--out FILE.json] [--question Q --follow-up F --other O]
 
-One process answers, in order: a first question (nothing cached: the fixed system prompt
-and demonstration are prefilled with it), a follow-up in the same conversation (its prompt
-extends the previous one, so only the previous answer and the new turn are prefilled), and
-a first question of a new conversation (the fixed prefix comes from the snapshot). For each
+One process first prefills the system prompt and demonstration, as the chat and the Slack
+bridge do at start (unless --no-warm-up), then answers, in order: a first question, a
+follow-up in the same conversation (its prompt extends the previous one, so only the previous
+answer and the new turn are prefilled), and a first question of a new conversation (the
+fixed prefix comes from the snapshot). For each
 it reports the prompt size, how many tokens were actually prefilled, and the time from the
 call to the first answer token as the caller sees it (retrieval included).
 """
@@ -33,6 +34,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--follow-up", default=FOLLOW_UP, help="asked next in the same conversation")
     parser.add_argument("--other", default=OTHER, help="the first question of a second conversation")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        help="do not prefill the system prompt before the first question (the chat and Slack do)",
+    )
     add_index_arg(parser)
     add_answer_args(parser)
     add_model_args(parser)
@@ -68,6 +75,20 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
     options = copilot_options(args)
     copilot = copilot or Copilot.load(options, open_index_first=True)
     rows = []
+    if args.warm_up:
+        warm_s = copilot.warm_up()
+        rows.append(
+            {
+                "step": "warm-up at start (system prompt)",
+                "question": "",
+                "prompt_tokens": 0,
+                "prefilled_tokens": copilot.engine.target.length,
+                "retrieval_s": 0.0,
+                "prefill_s": round(warm_s, 3),
+                "time_to_first_token_s": None,
+                "gated": False,
+            }
+        )
     row, final = ask(copilot, "first question", args.question, [], options.answer)
     rows.append(row)
     row, _ = ask(copilot, "follow-up", args.follow_up, [final.turn], options.answer)
@@ -86,7 +107,7 @@ def table(rows: list[dict]) -> str:
         gated = " (gated)" if r["gated"] else ""
         lines.append(
             f"| {r['step']}{gated} | {r['prompt_tokens']} | {r['prefilled_tokens']} | {r['retrieval_s']:.2f} | "
-            f"{r['prefill_s']:.2f} | {r['time_to_first_token_s']} |"
+            f"{r['prefill_s']:.2f} | {r['time_to_first_token_s'] or '-'} |"
         )
     return "\n".join(lines)
 

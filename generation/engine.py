@@ -109,6 +109,15 @@ class Engine:
         config = self.target.model.config
         return int(getattr(config, "max_position_embeddings", None) or 4096)
 
+    def warm(self, prefix_ids: Sequence[int]) -> float:
+        """Prefill a prefix that later prompts start with (target and draft) and keep it as their
+        snapshots, so the next prefill reuses it. Returns the seconds it took."""
+        start = time.perf_counter()
+        self.target.prefill(list(prefix_ids))
+        if self.draft is not None:
+            self.draft.prefill(list(prefix_ids))
+        return time.perf_counter() - start
+
     def prefill_snapshot(self, prompt_ids: Sequence[int], with_draft: bool = True) -> PrefillSnapshot:
         """Prefill target (and draft, if asked and present) on prompt[:-1] and return copies of their caches.
 

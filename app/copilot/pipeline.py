@@ -22,7 +22,7 @@ from app.copilot.events import Event, Final, Passage, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
-from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shown_text
+from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
 from core.errors import SpecragError
 from core.memory import release_free_memory
 
@@ -72,6 +72,12 @@ class Copilot:
         if self.loaded is None:
             raise SpecragError("this copilot was opened for retrieval only: it has no models to answer with")
         return self.loaded.engine
+
+    def warm_up(self) -> float:
+        """Prefill the system prompt and demonstration now (a server calls this at start), so the
+        first question pays only for its own tokens. Returns the seconds it took."""
+        with self._engine_lock:
+            return self.engine.warm(shared_prompt_ids(self.engine.tokenizer))
 
     @property
     def busy(self) -> bool:

@@ -159,6 +159,15 @@ def fixed_prefix_length(tokenizer: Any, prompt_ids: Sequence[int]) -> int:
     return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(prompt_ids, empty, strict=False)))
 
 
+def shared_prompt_ids(tokenizer: Any) -> list[int]:
+    """The leading tokens every first question's prompt starts with: the system prompt and the
+    demonstration. A server prefills them once at start, so no question pays for them."""
+    one = encode_prompt(tokenizer, build_messages("1", []))
+    other = encode_prompt(tokenizer, build_messages("1", [Passage(1, "2", "2.md")]))  # "Question:" / "Sources:"
+    shared = sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(one, other, strict=False)))
+    return one[:shared]
+
+
 def plain_prompt(messages: list[dict[str, str]]) -> str:
     """The fallback for tokenizers without a chat template; append-only across turns like a template."""
     parts = [f"Answer: {m['content']}" if m["role"] == "assistant" else m["content"] for m in messages]

@@ -261,3 +261,25 @@ def test_the_heap_is_trimmed_once_per_answer_also_when_the_stream_is_closed_earl
     next(e for e in stream if isinstance(e, Token))
     stream.close()  # a stopped answer (web stop button, client gone)
     assert calls == [1, 1] and not copilot.busy
+
+
+def test_a_warmed_up_copilot_prefills_only_the_question_and_answers_the_same(tiny_engine):
+    """warm_up (the chat and Slack call it at start) prefills the system prompt once; the first
+    answer then prefills only its own tokens, with the same output as a cold start."""
+    from app.copilot.prompting import shared_prompt_ids
+
+    def fresh():
+        loaded = loading.load_engine(ModelOptions())
+        loaded.engine.target.reset()
+        loaded.engine.target._snapshot = None
+        return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=24)), runbook_retriever(RUNBOOK))
+
+    cold = collect(fresh().answer("How do I drain a node?"))
+    warmed = fresh()
+    warmed.warm_up()
+    shared = shared_prompt_ids(warmed.engine.tokenizer)
+    assert len(shared) > 20 and warmed.engine.target.length == len(shared)
+    warm = collect(warmed.answer("How do I drain a node?"))
+    assert warm.output_ids == cold.output_ids
+    assert cold.stats["prefilled_tokens"] == len(cold.prompt_ids) - 1
+    assert warm.stats["prefilled_tokens"] == len(cold.prompt_ids) - 1 - len(shared)
