@@ -15,10 +15,16 @@ DOCS = [
 ]
 
 
+def fresh_copilot():
+    loaded = loading.load_engine(ModelOptions())
+    loaded.engine.target.reset()
+    loaded.engine.target._snapshot = None  # the tiny engine is shared by the session's tests
+    return Copilot(loaded, CopilotOptions(), FakeRetriever(DOCS))
+
+
 def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine, tmp_path):
-    args = bench_conversation.parse_args(["--out", str(tmp_path / "ttft.json"), "--max-new-tokens", "12"])
-    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), FakeRetriever(DOCS))
-    rows = bench_conversation.run(args, copilot)
+    argv = ["--out", str(tmp_path / "ttft.json"), "--max-new-tokens", "12", "--no-warm-up"]
+    rows = bench_conversation.run(bench_conversation.parse_args(argv), fresh_copilot())
     first, follow_up, other = rows
     assert first["prefilled_tokens"] == first["prompt_tokens"] - 1  # nothing cached yet
     assert follow_up["prompt_tokens"] > first["prompt_tokens"]  # the conversation so far is in it
@@ -30,14 +36,22 @@ def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine
     assert "| follow-up |" in bench_conversation.table(rows)
 
 
+def test_after_the_warm_up_the_first_question_prefills_only_its_own_tokens(tiny_engine, tmp_path):
+    args = bench_conversation.parse_args(["--max-new-tokens", "12"])
+    warm, first, *_ = bench_conversation.run(args, fresh_copilot())
+    assert warm["step"].startswith("warm-up") and warm["prefilled_tokens"] > 100
+    assert first["prefilled_tokens"] == first["prompt_tokens"] - 1 - warm["prefilled_tokens"]
+
+
 def test_main_writes_the_table_and_json(tiny_engine, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(
         bench_conversation.Copilot,
         "load",
-        lambda options: Copilot(loading.load_engine(options.models), options, FakeRetriever(DOCS)),
+        lambda options, **_: Copilot(loading.load_engine(options.models), options, FakeRetriever(DOCS)),
     )
     assert bench_conversation.main(["--out", str(tmp_path / "t.json"), "--max-new-tokens", "8"]) == 0
     assert [r["step"] for r in json.loads((tmp_path / "t.json").read_text())["rows"]] == [
+        "warm-up at start (system prompt)",
         "first question",
         "follow-up",
         "new conversation",
