@@ -92,7 +92,7 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
         return '<div class="sr-prov-none">Provenance: nothing was copied verbatim from the sources.</div>'
     spans = []
     for segment in segments:
-        text = html.escape(segment.text)
+        text = inert_html(segment.text)
         if segment.passage is None:
             spans.append(text)
         else:
@@ -111,6 +111,16 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
         f'<div class="sr-legend">Copied verbatim from source: {legend} · unmarked text: written by the model</div>'
         "</div>"
     )
+
+
+# The chat renders messages as markdown: a blank line ends an HTML block, and then a code fence
+# in the answer turned the provenance marks inside it into literal "<span ...>" text.
+_MARKDOWN_INERT = str.maketrans({"`": "&#96;", "*": "&#42;", "_": "&#95;", "~": "&#126;", "\n": "<br>"})
+
+
+def inert_html(text: str) -> str:
+    """`text` escaped for HTML, on one line, with nothing a markdown renderer would act on."""
+    return html.escape(text).translate(_MARKDOWN_INERT)
 
 
 def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) -> str:

@@ -65,3 +65,18 @@ def test_status_messages_carry_gradio_thought_metadata():
 def test_an_open_code_fence_is_closed_so_the_page_below_renders():
     assert render.close_fences("```bash\nsinfo -R") == "```bash\nsinfo -R\n```"
     assert render.answer_message("", "stopped")["content"] == "*stopped*"
+
+
+def test_provenance_marks_inside_a_code_fence_stay_markup_when_the_chat_renders_markdown():
+    """A copied span inside a fenced command used to show as literal '<span class=...>' text."""
+    from markdown_it import MarkdownIt
+
+    segments = [
+        Segment("[1] Resume it:\n\n```bash\nscontrol update"),
+        Segment(" NodeName=c042 State=RESUME", 1),
+        Segment("\n```\n\nThen check `sinfo -R` and *wait*."),
+    ]
+    rendered = MarkdownIt("commonmark", {"html": True}).render(render.provenance_html(segments, SOURCES))
+    assert "&lt;span" not in rendered and "<code>" not in rendered and "<em>" not in rendered
+    assert '<span class="prov prov-c1" title="copied verbatim from source [1]"> NodeName=c042 State=RESUME' in rendered
+    assert "&#96;&#96;&#96;bash<br>scontrol update" in rendered  # the fence is shown as text, line by line
