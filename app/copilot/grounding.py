@@ -2,7 +2,11 @@
 
 An operator may run what the answer shows, so every such item is listed and marked found
 or not found *verbatim* in the passages the model was given (whitespace-normalised,
-case-sensitive: `--Nodes` is not `--nodes`). Items:
+case-sensitive: `--Nodes` is not `--nodes`). A code or command line also counts as found when
+every one of its words is a word of one single passage: `sbatch --array=0-15%4 -N1 tmp` is
+built from a source's `$ sbatch --array=0-31 -N1 tmp` and its `"--array=0-15%4"`, and was
+flagged to operators although it is right. Options are still checked verbatim on their own.
+Items:
 - code: each line of a fenced block and each inline `code` span (a leading `$ ` dropped);
 - command: a line outside code that reads like a shell command (`$ cmd ...`, or a
   lowercase word followed by an option, with no sentence punctuation at the end);
@@ -31,6 +35,7 @@ _PATH = re.compile(r"(?<![\w./~-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?")
 _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-Za-z]")
 _SPACE = re.compile(r"\s+")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
+_WORD_EDGES = "`'\"()[]{},.;:"  # quotes and punctuation around a word in prose, not part of it
 
 
 def normalise(text: str) -> str:
@@ -48,11 +53,13 @@ def check_grounding(answer: str, passages: Sequence[str], question: str = "") ->
     The question counts as a source for specifics only (a user's own "2 hours" is not invented).
     """
     haystack = normalise(_joined("\n".join(passages)))
+    vocabularies = [_words(_joined(p)) for p in passages]
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
         if text and text not in seen:
-            seen[text] = GroundingItem(text, kind, text in haystack)
+            found = text in haystack or (kind in ("code", "command") and _built_from_one(text, vocabularies))
+            seen[text] = GroundingItem(text, kind, found)
     return list(seen.values()) + [item for item in check_specifics(answer, passages, question) if item.text not in seen]
 
 
@@ -72,6 +79,16 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
         yield "option", match.group(0).rstrip(".")  # a sentence's full stop is not part of the value
     for match in _PATH.finditer(answer):
         yield "path", match.group(0).rstrip(".")
+
+
+def _words(text: str) -> set[str]:
+    return {word.strip(_WORD_EDGES) for word in text.split()} - {""}
+
+
+def _built_from_one(line: str, vocabularies: Sequence[set[str]]) -> bool:
+    """Is every word of a (multi-word) code line a word of one and the same passage?"""
+    words = _words(line)
+    return len(words) >= 2 and any(words <= vocabulary for vocabulary in vocabularies)
 
 
 def _looks_like_command(line: str) -> bool:

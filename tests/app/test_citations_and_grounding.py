@@ -43,6 +43,25 @@ def test_invented_options_and_commands_are_flagged_and_quoted_ones_found():
     assert not items["kubectl drain c042 --ignore-daemonsets"].found
 
 
+def test_a_command_built_from_one_sources_words_is_found_but_not_one_mixing_sources_or_inventing():
+    job_array = (
+        "$ sbatch --array=0-31 -N1 tmp\nA maximum number of simultaneously running tasks may be given with a "
+        '"%" separator. For example "--array=0-15%4" will limit them to 4.'
+    )
+    passages = [job_array, PASSAGES[0]]
+    answer = (
+        "```\nsbatch --array=0-15%4 -N1 tmp\n```\n"  # the example's options on the page's command line
+        "```\nsbatch --array=0-15%4 --reboot tmp\n```\n"  # an option no source has
+        "```\nscontrol reboot --array=0-15%4\n```\n"  # words of two different sources
+        "`sbatch`\n"  # one word: verbatim only, as before
+    )
+    items = {item.text: item.found for item in check_grounding(answer, passages)}
+    assert items["sbatch --array=0-15%4 -N1 tmp"]
+    assert not items["sbatch --array=0-15%4 --reboot tmp"] and not items["--reboot"]
+    assert not items["scontrol reboot --array=0-15%4"]
+    assert items["sbatch"]
+
+
 def test_whitespace_is_normalised_but_case_is_not():
     items = check_grounding("Use `scontrol   reboot ASAP`, not `Scontrol reboot ASAP`.", PASSAGES)
     assert [(i.text, i.found) for i in items] == [("scontrol reboot ASAP", True), ("Scontrol reboot ASAP", False)]
