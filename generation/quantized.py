@@ -26,7 +26,7 @@ ACT = torch.bfloat16  # the int4/int8 CPU kernels are fast only with bf16 activa
 # From this many rows on (prefill), dequantizing the weight to bf16 and using the stock bf16 matmul
 # beats the kernel. On an AMX Xeon 600 rows x 8960x1536 took 1.09 s in the int4 kernel against 0.22 s
 # dequantized; on an AVX512-BF16 EPYC the int4 kernel won up to ~500 rows (400 rows: 33 vs 50 ms).
-# So the int4 crossover is measured per machine (numeric_path.cached_wide_rows sets WIDE_ROWS_INT4).
+# So the int4 crossover is measured per machine (numeric_path.cached_wide_plan; set_int4_wide_rows applies it).
 # Prefill is shared by plain and speculative decoding, so it need not be row invariant; decoding and
 # verification passes (<= 17 rows) always use the invariant kernels.
 # The dequantized matmul runs in bf16 where the CPU has bf16 instructions; on AVX2 a bf16 matmul of
@@ -86,7 +86,7 @@ class Int4Linear(nn.Module):
         """The weight as `dtype` [in, out]: (code - 8) * scale + zero, the kernel's own formula.
 
         Codes are centred in int8 and the group's scale and zero broadcast over its 32 rows, so this
-        is one bf16 conversion and one addcmul (half the time of repeating the scales per row)."""
+        is one conversion to `dtype` and one addcmul (half the time of repeating the scales per row)."""
         codes = _unpack_int4_centered(self.packed, self.in_features, int4_block())
         groups = codes.reshape(-1, self.group, self.out_features)
         scale, zero = self.scales_zeros[..., 0].unsqueeze(1), self.scales_zeros[..., 1].unsqueeze(1)

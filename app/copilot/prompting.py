@@ -7,7 +7,6 @@ too, so the benchmark and the copilot build prompts in one place.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -16,6 +15,7 @@ from typing import Any
 
 from app.copilot.events import Passage, Turn
 from core.errors import SpecragError
+from generation.cached_lm import common_prefix_length
 
 SYSTEM_PROMPT = (
     "You are a copilot for shift operators. Answer only from the numbered sources, never from general knowledge.\n"
@@ -155,8 +155,7 @@ def encode_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
 
 def fixed_prefix_length(tokenizer: Any, prompt_ids: Sequence[int]) -> int:
     """How many leading tokens of a one-question prompt the chat template fixes (the same for every question)."""
-    empty = encode_prompt(tokenizer, [{"role": "user", "content": ""}])
-    return sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(prompt_ids, empty, strict=False)))
+    return common_prefix_length(list(prompt_ids), encode_prompt(tokenizer, [{"role": "user", "content": ""}]))
 
 
 def shared_prompt_ids(tokenizer: Any) -> list[int]:
@@ -164,8 +163,7 @@ def shared_prompt_ids(tokenizer: Any) -> list[int]:
     demonstration. A server prefills them once at start, so no question pays for them."""
     one = encode_prompt(tokenizer, build_messages("1", []))
     other = encode_prompt(tokenizer, build_messages("1", [Passage(1, "2", "2.md")]))  # "Question:" / "Sources:"
-    shared = sum(1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(one, other, strict=False)))
-    return one[:shared]
+    return one[: common_prefix_length(one, other)]
 
 
 def plain_prompt(messages: list[dict[str, str]]) -> str:
