@@ -16,10 +16,8 @@ DOCS = [
 
 
 def fresh_copilot():
-    loaded = loading.load_engine(ModelOptions())
-    loaded.engine.target.reset()
-    loaded.engine.target._snapshot = None  # the tiny engine is shared by the session's tests
-    return Copilot(loaded, CopilotOptions(), FakeRetriever(DOCS))
+    """A copilot on a new engine (the tiny fixture builds one per load): nothing cached yet."""
+    return Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), FakeRetriever(DOCS))
 
 
 def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine, tmp_path):

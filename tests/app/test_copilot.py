@@ -268,10 +268,8 @@ def test_a_warmed_up_copilot_prefills_only_the_question_and_answers_the_same(tin
     answer then prefills only its own tokens, with the same output as a cold start."""
     from app.copilot.prompting import shared_prompt_ids
 
-    def fresh():
+    def fresh():  # a new engine per load (tiny fixture): nothing cached yet
         loaded = loading.load_engine(ModelOptions())
-        loaded.engine.target.reset()
-        loaded.engine.target._snapshot = None
         return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=24)), runbook_retriever(RUNBOOK))
 
     cold = collect(fresh().answer("How do I drain a node?"))
