@@ -97,7 +97,7 @@ def stats_line(final: Final) -> str:
     return (
         f"[{s['new_tokens']} tokens, {s['decode_tokens_per_s']:.2f} tok/s, {s['tokens_per_pass']:.2f} tokens/pass, "
         f"copied {s['copied_share']:.0%}, acceptance {acceptance}, first token {s['time_to_first_token_s']:.1f} s, "
-        f"speculation {s['speculation']}, {final.finish_reason}]"
+        f"speculation {s['speculation']}, {final.finish_label}]"
     )
 
 

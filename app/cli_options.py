@@ -98,6 +98,14 @@ def add_answer_args(parser: argparse.ArgumentParser) -> None:
         help="relevance gate when the retrieved passages do not match the question: refuse (default: say so and "
         "list the nearest sources), warn (answer anyway, flagged) or off",
     )
+    parser.add_argument(
+        "--repeat-span",
+        type=int,
+        default=AnswerOptions.repeat_span,
+        metavar="N",
+        help=f"stop an answer caught in a loop, when a run of N tokens comes round a third time "
+        f"(default {AnswerOptions.repeat_span}; 0: off)",
+    )
 
 
 def model_options(args: argparse.Namespace) -> ModelOptions:
@@ -116,6 +124,7 @@ def answer_options(args: argparse.Namespace) -> AnswerOptions:
         max_new_tokens=args.max_new_tokens,
         stop=tuple(args.stop),
         gate=args.gate,
+        repeat_span=args.repeat_span,
     )
 
 

@@ -31,6 +31,7 @@ from generation.errors import SpecragError
 from generation.invariant_attention import MAX_ROWS
 from generation.linear_layout import kernel_layout
 from generation.quantized_model import numeric_path
+from generation.repetition import RepetitionGuard
 from generation.sampling import SamplingParams, logits_to_probs
 from generation.stats import Stats
 from generation.stopping import StopStrings
@@ -50,6 +51,8 @@ class GenerationConfig:
     draft_length: int | None = None  # fixed draft length instead of the adaptive policy
     min_draft_confidence: float = 0.3  # the draft model stops below this top probability
     draft_context: int | None = None  # the draft model reads its cached prefix + this many last prompt tokens
+    repeat_span: int = 0  # stop ("repeat") when a run of this many answer tokens comes round again; 0: off
+    repeat_limit: int = 3  # ... for the repeat_limit-th time
 
     def __post_init__(self) -> None:
         if self.speculation not in SPECULATION_MODES:
@@ -58,6 +61,8 @@ class GenerationConfig:
             )
         if self.max_new_tokens < 1:
             raise SpecragError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.repeat_span > 0 and self.repeat_limit < 2:
+            raise SpecragError(f"repeat_limit must be at least 2, got {self.repeat_limit}")
         if self.draft_context is not None and self.draft_context < 1:
             raise SpecragError(f"draft_context must be at least 1 token, got {self.draft_context}")
 
@@ -68,7 +73,7 @@ class Event:
     token_ids: list[int]
     origins: list[Origin]
     stats: Stats
-    finish_reason: str | None = None  # "eos" | "length" | "stop" on the last event
+    finish_reason: str | None = None  # "eos" | "length" | "stop" | "repeat" on the last event
 
 
 @dataclass
@@ -229,6 +234,7 @@ class _Decoding:
         self.stats, self.context, self.start = stats, context, start
         self.detokenizer = IncrementalDetokenizer(engine.tokenizer)
         self.stops = StopStrings(config.stop_strings)
+        self.repeats = RepetitionGuard(config.repeat_span, config.repeat_limit)
         self.emitted = 0
 
     def run(self) -> Iterator[Event]:
@@ -241,7 +247,7 @@ class _Decoding:
                 self.stats.ttft_s = now - self.start
             self.stats.new_tokens += len(ids)
             self.stats.decode_s = now - decode_start
-            if finish in ("eos", "length"):
+            if finish in ("eos", "length", "repeat"):
                 tail, stopped = self.stops.push(self.detokenizer.flush())
                 text += tail + ("" if stopped else self.stops.flush())
             yield Event(text, ids, kept_origins, self.stats, finish)
@@ -275,7 +281,7 @@ class _Decoding:
         return tokens, [*draft.origins[:accepted], TARGET]
 
     def _emit(self, tokens: list[int], origins: list[Origin]) -> tuple[str, list[int], list[Origin], str | None]:
-        """Append tokens one at a time, stopping at EOS, the token budget or a stop string."""
+        """Append tokens one at a time, stopping at EOS, a stop string, a loop or the token budget."""
         text, kept, finish = [], 0, None
         for token in tokens:
             self.context.append(token)
@@ -288,6 +294,9 @@ class _Decoding:
             text.append(safe)
             if stopped:
                 finish = "stop"
+                break
+            if self.repeats.push(token):
+                finish = "repeat"
                 break
             if self.emitted >= self.config.max_new_tokens:
                 finish = "length"

@@ -83,11 +83,14 @@ class Citations:
         return [n for n in self.markers if n not in self.invalid]
 
 
+FINISH_LABELS = {"repeat": "stopped: the answer was repeating itself", "length": "length limit"}
+
+
 @dataclass(frozen=True)
 class Final:
     question: str
     answer: str
-    finish_reason: str  # "eos" | "length" | "stop" | "gated"
+    finish_reason: str  # "eos" | "length" | "stop" | "repeat" | "gated"
     passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
     sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score
     citations: Citations
@@ -100,6 +103,11 @@ class Final:
     models: dict[str, Any] = field(default_factory=dict)
     relevance: dict[str, Any] | None = None  # the gate's reading: similarity, threshold, covered
     gated: bool = False  # True: refused by the relevance gate, no model ran
+
+    @property
+    def finish_label(self) -> str:
+        """How the answer ended, for people: the finish reason, spelled out where it is not obvious."""
+        return FINISH_LABELS.get(self.finish_reason, self.finish_reason)
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

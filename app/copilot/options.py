@@ -42,6 +42,9 @@ class AnswerOptions:
     # (at 1024 the previous turn lost its passages and everything after the fixed prefix was recomputed)
     history_tokens: int = 4096
     gate: str = "refuse"  # relevance gate: off | warn | refuse (see app/copilot/gate.py)
+    # stop an answer caught in a loop: when a run of this many tokens comes round a third time
+    # (generation/repetition.py); 0: off. 16 Qwen tokens are about two lines of prose or code.
+    repeat_span: int = 16
 
     def __post_init__(self) -> None:
         if self.speculation not in SPECULATION_MODES:
@@ -56,6 +59,8 @@ class AnswerOptions:
             raise SpecragError(f"temperature must be 0 (greedy) or positive, got {self.temperature}")
         if self.gate not in GATE_MODES:
             raise SpecragError(f"unknown gate mode {self.gate!r}; use one of {', '.join(GATE_MODES)}")
+        if self.repeat_span < 0:
+            raise SpecragError(f"repeat_span must be 0 (off) or more, got {self.repeat_span}")
         if self.history_tokens < 0:
             raise SpecragError(f"history_tokens must be 0 or more, got {self.history_tokens}")
 

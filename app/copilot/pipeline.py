@@ -287,6 +287,7 @@ class Copilot:
             stop_strings=tuple(options.stop),
             seed=options.seed,
             speculation=speculation,
+            repeat_span=options.repeat_span,
         )
 
     @staticmethod

@@ -112,7 +112,7 @@ def stats_line(final: Final) -> str:
     return (
         f"{s.get('new_tokens', 0)} tokens · {s.get('decode_tokens_per_s', 0):.1f} tok/s · "
         f"first token {s.get('time_to_first_token_s', 0):.1f} s · copied {s.get('copied_share', 0):.0%} · "
-        f"acceptance {acceptance} · speculation {s.get('speculation', '?')} · {final.finish_reason}"
+        f"acceptance {acceptance} · speculation {s.get('speculation', '?')} · {final.finish_label}"
     )
 
 

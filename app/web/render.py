@@ -58,7 +58,7 @@ def details_html(final: Final) -> str:
         provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         grounding_html(final.grounding, final.citations.invalid),
         sources_html(final.sources),
-        f'<div class="sr-stats">{html.escape(stats_line(final.stats, final.finish_reason))}</div>',
+        f'<div class="sr-stats">{html.escape(stats_line(final.stats, final.finish_label))}</div>',
     ]
     return '<div class="sr-details">' + "".join(p for p in parts if p) + "</div>"
 

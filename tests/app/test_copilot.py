@@ -281,3 +281,15 @@ def test_a_warmed_up_copilot_prefills_only_the_question_and_answers_the_same(tin
     assert warm.output_ids == cold.output_ids
     assert cold.stats["prefilled_tokens"] == len(cold.prompt_ids) - 1
     assert warm.stats["prefilled_tokens"] == len(cold.prompt_ids) - 1 - len(shared)
+
+
+def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
+    # the tiny target repeats itself; a 4-token run seen 3 times ends the answer early
+    question = "How do I drain a node?"
+    free = collect(copilot.answer(question, options=AnswerOptions(max_new_tokens=120, repeat_span=0)))
+    guarded = collect(copilot.answer(question, options=AnswerOptions(max_new_tokens=120, repeat_span=4)))
+    assert free.finish_reason != "repeat" and guarded.finish_reason == "repeat"
+    assert free.answer.startswith(guarded.answer) and len(guarded.output_ids) < len(free.output_ids)
+    assert guarded.finish_label == "stopped: the answer was repeating itself"
+    with pytest.raises(Exception, match="repeat_span"):
+        AnswerOptions(repeat_span=-1)

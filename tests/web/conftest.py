@@ -36,6 +36,7 @@ def chat_server(tmp_path_factory):
         "--index", str(index), "--target", str(model), "--draft", str(model), "--max-new-tokens", "96",
         "--passages", "3", "--feedback-db", str(feedback), "--event-delay", str(EVENT_DELAY),
         "--gate", "off",  # these tests drive the UI; the gate has its own tests (tests/app/test_copilot.py)
+        "--repeat-span", "0",  # the tiny model loops; the stop test needs a long answer
     ]  # fmt: skip
     with running_chat(tmp, *args) as url:
         yield url, feedback, tmp

@@ -18,7 +18,8 @@ from generation.engine import Engine
 from generation.errors import ModelError
 from tiny import byte_tokenizer
 
-OPTIONS = {"temperature": 0.0, "passages": 3, "speculation": "hybrid", "max_new_tokens": 48}
+# repeat_span 0: the bigram model loops, and the stop tests need long answers
+OPTIONS = {"temperature": 0.0, "passages": 3, "speculation": "hybrid", "max_new_tokens": 48, "repeat_span": 0}
 
 
 def fixture_retriever() -> FakeRetriever:

@@ -41,7 +41,7 @@ def test_mention_gets_status_then_streamed_answer_with_sources_in_its_thread(sla
     body, footer = answer.text.split("\n\n**Sources**\n")
     assert body == render.escape(expected.answer)
     assert "1. Node runbook › Draining — `runbooks/nodes-0.md`" in footer
-    assert footer.rstrip().endswith(f"{expected.finish_reason}_")
+    assert footer.rstrip().endswith(f"{expected.finish_label}_")
     buttons = answer.blocks[0]["elements"]
     assert [b["action_id"] for b in buttons] == ["specrag_feedback_up", "specrag_feedback_down"]
     assert not [m for m in slack.bot_replies("C0OPS", event["ts"]) if m is not answer]
