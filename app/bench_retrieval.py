@@ -1,6 +1,7 @@
 """Retrieval benchmark: ingest timings, hit@5 of hybrid / dense / BM25, and hybrid query latency.
 
     python -m app.bench_retrieval --index DIR --questions corpora/slurm/questions.jsonl [--out FILE.json]
+        [--conversations corpora/slurm/followups.jsonl]
 
 Unless --skip-ingest is given, the corpus (--docs, default: the Slurm docs) is copied next to
 the index (DIR-docs/) and ingested into DIR from scratch, timed: full ingest, re-ingest with
@@ -9,6 +10,10 @@ edited, and the edit reverted. Then every question is asked of the three retriev
 means one of the top-5 chunks comes from a gold page (app.eval.metrics: ranx, sources matched by
 file name); questions with `gold: []` (the corpus cannot answer them) are left out.
 Latency is measured on the hybrid retriever with k=8 after a warm-up, over all questions.
+With --conversations (rows {id, kind, previous, question, gold}), each second question is
+searched as the copilot would search a follow-up, against the question with the previous
+one always and the question alone always: hit@5, MRR and precision (the share of the
+prompt's passages from a gold page), per kind (a real follow-up, or a new topic).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.copilot.options import DEFAULT_PASSAGES
 from app.eval.metrics import retrieval_metrics
 from core.atomic import write_atomic
 
@@ -42,6 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--skip-ingest", action="store_true", help="evaluate the existing index only")
     parser.add_argument("--repeats", type=int, default=3, help="latency passes over the questions (default 3)")
+    parser.add_argument(
+        "--conversations", type=Path, help="JSONL of {id, kind, previous, question, gold}: follow-up retrieval"
+    )
     return parser.parse_args(argv)
 
 
@@ -157,6 +166,41 @@ def evaluate(index: Path, questions: list[dict], repeats: int) -> dict:
     return results
 
 
+def follow_up_retrieval(index: Path, conversations: list[dict], k: int = DEFAULT_PASSAGES) -> dict:
+    """hit@5, MRR and precision of the copilot's follow-up rule against its two fixed alternatives, per kind."""
+    from app.copilot import Copilot, CopilotOptions, Turn
+    from app.copilot.conversation import retrieval_query
+    from app.eval.metrics import source_matches
+
+    copilot = Copilot.retrieval_only(CopilotOptions(index_dir=index))
+    scores: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
+    for row in conversations:
+        history = [Turn(row["previous"], "", ())]
+        ranked = {
+            "rule": copilot.retrieve_for(row["question"], history, k)[0],
+            "with previous": copilot.retrieve(retrieval_query(row["question"], history), k),
+            "alone": copilot.retrieve(row["question"], k),
+        }
+        for policy, passages in ranked.items():
+            sources = [p.source for p in passages]
+            found = retrieval_metrics(sources, row["gold"], ks=(5,))
+            precision = sum(any(source_matches(s, g) for g in row["gold"]) for s in sources) / max(len(sources), 1)
+            scores.setdefault(row["kind"], {}).setdefault(policy, []).append((found["hit@5"], found["mrr"], precision))
+    return {
+        kind: {
+            policy: {
+                "questions": len(rows),
+                **{
+                    name: round(float(np.mean([r[i] for r in rows])), 3)
+                    for i, name in enumerate(("hit@5", "mrr", f"precision@{k}"))
+                },
+            }
+            for policy, rows in policies.items()
+        }
+        for kind, policies in scores.items()
+    }
+
+
 def summary(results: dict) -> str:
     lines = []
     if "ingest" in results:
@@ -181,6 +225,11 @@ def summary(results: dict) -> str:
             f"{name} p50 {lat[name]['p50']:.1f} p95 {lat[name]['p95']:.1f}" for name in ("hybrid", "dense", "bm25")
         )
     )
+    for kind, policies in results.get("follow_ups", {}).items():
+        lines.append(
+            f"follow-ups, {kind}: "
+            + "; ".join(f"{policy} " + " ".join(f"{m} {v}" for m, v in row.items()) for policy, row in policies.items())
+        )
     return "\n".join(lines)
 
 
@@ -195,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     questions = load_questions(args.questions)
     results["questions"] = len(questions)
     results["eval"] = evaluate(index, questions, args.repeats)
+    if args.conversations:
+        results["follow_ups"] = follow_up_retrieval(index, load_questions(args.conversations))
     if args.out:
         write_atomic(args.out, json.dumps(results, indent=1) + "\n")
     print(summary(results))

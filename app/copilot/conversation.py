@@ -1,9 +1,16 @@
 """Conversation rules: what retrieval sees for a follow-up, and which earlier turns the prompt keeps.
 
-Retrieval query (documented rule): the question, followed by the previous question of
-the conversation. A follow-up such as "and how do I undo that?" names nothing by
-itself; its antecedent is almost always in the question before it, while earlier
-answers are long and would drown the new question's words.
+Retrieval query (documented rule): a question that stands on its own is searched alone;
+otherwise the question followed by the previous question of the conversation. A
+follow-up such as "and how do I undo that?" names nothing by itself; its antecedent is
+almost always in the question before it, while earlier answers are long and would
+drown the new question's words. But a follow-up on a new topic searched together with
+the old question gets passages on the old topic, and the model then mixes the two.
+"Stands on its own" reuses the relevance gate's calibrated test: the question alone
+retrieves a passage at or above the gate's similarity threshold (app/copilot/gate.py).
+Without a calibrated threshold (another embedding model) every follow-up is searched
+with the previous question. Measured on corpora/slurm/followups.jsonl with
+`python -m app.bench_retrieval --conversations` (figures in README.md).
 
 History: the most recent turns that fit `history_tokens`, newest first, each kept
 whole (question, its passages, answer) while it fits, so the prompt stays an
@@ -22,9 +29,24 @@ from app.copilot.prompting import turn_messages
 
 
 def retrieval_query(question: str, history: Sequence[Turn]) -> str:
+    """The query for a question that does not stand on its own: it, then the previous question."""
     if not history:
         return question
     return f"{question}\n{history[-1].question}"
+
+
+def follow_up_passages(
+    question: str,
+    history: Sequence[Turn],
+    retrieve: Callable[[str], list[Passage]],
+    stands_alone: Callable[[list[Passage]], bool],
+) -> tuple[list[Passage], str]:
+    """Passages for `question` and the query that found them (the rule above)."""
+    own = retrieve(question)
+    if not history or stands_alone(own):
+        return own, question
+    query = retrieval_query(question, history)
+    return retrieve(query), query
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.copilot import citations as cite
 from app.copilot import gate, loading
-from app.copilot.conversation import keep_history, number_new_passages, retrieval_query
+from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.events import Event, Final, Passage, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
@@ -118,6 +118,15 @@ class Copilot:
             for i, h in enumerate(hits)
         ]
 
+    def retrieve_for(self, question: str, history: Sequence[Turn], k: int) -> tuple[list[Passage], str]:
+        """Passages for a question in its conversation, and the query used (app/copilot/conversation.py)."""
+
+        def stands_alone(passages: list[Passage]) -> bool:
+            relevance = gate.assess(passages, self.embedding_model)
+            return relevance.threshold is not None and relevance.covered
+
+        return follow_up_passages(question, history, lambda query: self.retrieve(query, k), stands_alone)
+
     def answer(
         self,
         question: str,
@@ -133,7 +142,7 @@ class Copilot:
         started = time.perf_counter()
         if passages is None:
             yield Status("searching", "searching the runbooks…")
-            passages = self.retrieve(retrieval_query(question, history), options.passages)
+            passages, _ = self.retrieve_for(question, history, options.passages)
         # retrieved passages carry their similarity (also when a caller such as eval retrieved them)
         retrieved = any(p.similarity is not None for p in passages)
         relevance = gate.assess(passages, self.embedding_model) if options.gate != "off" and retrieved else None

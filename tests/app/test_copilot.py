@@ -293,3 +293,27 @@ def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
     assert guarded.finish_label == "stopped: the answer was repeating itself"
     with pytest.raises(Exception, match="repeat_span"):
         AnswerOptions(repeat_span=-1)
+
+
+@pytest.mark.parametrize("similarity, searched_alone", [(0.9, True), (0.3, False)])
+def test_a_follow_up_that_stands_on_its_own_is_searched_without_the_previous_question(
+    tiny_engine, similarity, searched_alone
+):
+    from app.copilot.gate import THRESHOLDS
+
+    calibrated = next(iter(THRESHOLDS))  # an embedding model the gate has a threshold for
+    retriever = FakeRetriever(
+        [(f"runbook-{i}.md", t) for i, t in enumerate(RUNBOOK)], similarity=similarity, embedder=Embedder(calibrated)
+    )
+    copilot = Copilot(
+        loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(max_new_tokens=8)), retriever
+    )
+    first = collect(copilot.answer("How do I drain a node?", options=AnswerOptions(max_new_tokens=8, gate="off")))
+    retriever.queries.clear()
+    _, query = copilot.retrieve_for("Where do munge keys live?", [first.turn], 3)
+    expected = "Where do munge keys live?" + ("" if searched_alone else "\nHow do I drain a node?")
+    assert query == expected and retriever.queries[-1] == expected
+    assert retriever.queries[0] == "Where do munge keys live?"  # the question alone is always tried first
+    # without a calibrated threshold (any other embedding model) a follow-up keeps the previous question
+    retriever.embedder = Embedder("another-model")
+    assert copilot.retrieve_for("Where do munge keys live?", [first.turn], 3)[1].endswith("\nHow do I drain a node?")

@@ -15,13 +15,26 @@ QUESTIONS = [
     {"id": "q3", "question": "a question nobody can answer", "gold": ["missing.html"]},
 ]
 
+CONVERSATIONS = [
+    {
+        "id": "c1",
+        "kind": "new-topic",
+        "previous": "how do I rotate the munge key",
+        "question": "how do I restore the accounting database from a backup",
+        "gold": ["backup.html"],
+    }
+]
+
 
 def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, minilm, capsys):
     monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": minilm))
     questions = tmp_path / "questions.jsonl"
     questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
     out = tmp_path / "results" / "bench.json"
+    conversations = tmp_path / "conversations.jsonl"
+    conversations.write_text("".join(json.dumps(c) + "\n" for c in CONVERSATIONS))
     argv = ["--index", str(tmp_path / "index"), "--questions", str(questions), "--docs", str(FIXTURES)]
+    argv += ["--conversations", str(conversations)]
     assert bench_retrieval.main([*argv, "--out", str(out), "--repeats", "1"]) == 0
 
     results = json.loads(out.read_text())
@@ -36,5 +49,12 @@ def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, mi
         assert evaluation[name]["hit@5"] == round(2 / 3, 4) and evaluation[name]["misses"] == ["q3"]
     latency = evaluation["latency_ms"]["hybrid"]
     assert latency["queries"] == 3 and 0 < latency["p50"] <= latency["p95"] <= latency["max"]
-    assert "hit@5: hybrid 0.667" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "hit@5: hybrid 0.667" in printed
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temp file left behind
+    follow_ups = results["follow_ups"]
+    assert set(follow_ups) == {"new-topic"} and set(follow_ups["new-topic"]) == {"rule", "with previous", "alone"}
+    new_topic = follow_ups["new-topic"]
+    assert new_topic["alone"] == {"questions": 1, "hit@5": 1.0, "mrr": 1.0, "precision@6": 0.5}
+    assert new_topic["rule"] in (new_topic["alone"], new_topic["with previous"])  # the rule picks one of the two
+    assert "follow-ups, new-topic: rule questions 1" in printed
