@@ -85,7 +85,8 @@ def print_summary(final: Final) -> None:
         for source in final.sources:
             print(f"  {source_line(source)}", file=sys.stderr)
     for item in final.ungrounded:
-        print(f"  warning: {item.kind} `{item.text}` is not found in the sources", file=sys.stderr)
+        nearest = f"; nearest in [{item.nearest_source}]: `{item.nearest}`" if item.nearest else ""
+        print(f"  warning: {item.kind} `{item.text}` is not found in the sources{nearest}", file=sys.stderr)
     if final.citations.invalid:
         print(f"  warning: the answer cites passages that do not exist: {final.citations.invalid}", file=sys.stderr)
 

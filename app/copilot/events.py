@@ -69,6 +69,8 @@ class GroundingItem:
     text: str
     kind: str  # "code" | "command" | "option" | "path", or a specific: "email" | "url" | "host" | "phone" | ...
     found: bool
+    nearest: str = ""  # not found: the closest line or option a passage does have (nearest.py), if any
+    nearest_source: int | None = None  # ... and that passage's number
 
 
 @dataclass(frozen=True)

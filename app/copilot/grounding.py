@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 
 from app.copilot.code_spans import FENCE, INLINE, without_fences
 from app.copilot.events import GroundingItem
+from app.copilot.nearest import nearest_in_sources
 from app.copilot.specifics import check_specifics
 
 # an option's value may hold commas (`--format=JobID,MaxRSS`), not a trailing one ("--array, then")
@@ -47,19 +48,26 @@ def _joined(text: str) -> str:
     return _CONTINUED.sub(" ", text)
 
 
-def check_grounding(answer: str, passages: Sequence[str], question: str = "") -> list[GroundingItem]:
+def check_grounding(
+    answer: str, passages: Sequence[str], question: str = "", numbers: Sequence[int] | None = None
+) -> list[GroundingItem]:
     """Every checkable item of `answer`: commands, options, paths and code in order of appearance, then specifics.
 
     The question counts as a source for specifics only (a user's own "2 hours" is not invented).
+    A command, code line or option not found carries the closest one a passage has (nearest.py);
+    `numbers` are the passages' source numbers (default 1, 2, ...).
     """
-    haystack = normalise(_joined("\n".join(passages)))
-    vocabularies = [_words(_joined(p)) for p in passages]
+    numbers = list(numbers) if numbers is not None else list(range(1, len(passages) + 1))
+    joined = [_joined(p) for p in passages]
+    haystack = normalise("\n".join(joined))
+    vocabularies = [_words(p) for p in joined]
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
         if text and text not in seen:
             found = text in haystack or (kind in ("code", "command") and _built_from_one(text, vocabularies))
-            seen[text] = GroundingItem(text, kind, found)
+            nearest = None if found else nearest_in_sources(text, kind, joined, numbers, _OPTION)
+            seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)))
     return list(seen.values()) + [item for item in check_specifics(answer, passages, question) if item.text not in seen]
 
 

@@ -269,7 +269,9 @@ class Copilot:
             passages=passages,
             sources=cite.source_list(shown, citations),
             citations=citations,
-            grounding=check_grounding(answer, [shown_text(p) for p in passages], prepared.question),
+            grounding=check_grounding(
+                answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
+            ),
             stats=stats,
             prompt_ids=prepared.prompt_ids,
             output_ids=ids,

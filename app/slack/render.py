@@ -127,7 +127,8 @@ def footer(final: Final, markdown: bool = False) -> str:
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")
     for item in final.ungrounded:
-        lines.append(f":warning: {item.kind} {code}{escape(item.text)}{code} is not found in the sources")
+        nearest = f"; nearest in [{item.nearest_source}]: {code}{escape(item.nearest)}{code}" if item.nearest else ""
+        lines.append(f":warning: {item.kind} {code}{escape(item.text)}{code} is not found in the sources{nearest}")
     if final.citations.invalid:
         lines.append(f":warning: the answer cites passages that do not exist: {final.citations.invalid}")
     lines.append(f"_{stats_line(final)}_")

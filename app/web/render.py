@@ -126,7 +126,9 @@ def inert_html(text: str) -> str:
 def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
-        f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b></li>"
+        f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b>"
+        + (f"; nearest in [{item.nearest_source}]: <code>{html.escape(item.nearest)}</code>" if item.nearest else "")
+        + "</li>"
         for item in items
         if not item.found
     ]

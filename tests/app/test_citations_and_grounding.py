@@ -156,3 +156,23 @@ def test_the_sources_own_terms_versions_dates_and_counts_are_not_flagged():
         "and 192.168.100.200. Request 2 GPUs with --array=0-499%10.\n```\ncall 555-9999\n```"
     )
     assert {text: kind for text, (kind, _) in specifics(answer).items() if kind not in ("option", "code")} == {}
+
+
+def test_an_item_not_found_points_to_the_closest_line_or_option_a_source_has():
+    passages = [
+        'Limit running tasks with a % separator: "--array=0-15%4". For example $ sbatch --array=0-31 -N1 tmp',
+        "Put it back with scontrol update NodeName=adev13 State=RESUME Reason=fixed when done.",
+    ]
+    answer = (
+        "```\nsbatch --array=0-31 --array-task-throttle=4 -N1 tmp\n```\n"
+        "Then `scontrol update NodeName=adev13 State=IDLE`, or `--arrays=0-15%4`; `kubectl drain c042`."
+    )
+    items = {item.text: item for item in check_grounding(answer, passages, numbers=[3, 5])}
+    throttle = items["sbatch --array=0-31 --array-task-throttle=4 -N1 tmp"]
+    assert (throttle.found, throttle.nearest, throttle.nearest_source) == (False, "sbatch --array=0-31 -N1 tmp", 3)
+    idle = items["scontrol update NodeName=adev13 State=IDLE"]
+    assert (idle.nearest, idle.nearest_source) == ("scontrol update NodeName=adev13 State=RESUME", 5)
+    assert (items["--arrays=0-15%4"].nearest, items["--arrays=0-15%4"].nearest_source) == ("--array=0-15%4", 3)
+    # nothing close: no pointer; and a found item never carries one
+    assert items["kubectl drain c042"].nearest == "" and items["kubectl drain c042"].nearest_source is None
+    assert items["--array=0-31"].found and items["--array=0-31"].nearest == ""

@@ -46,6 +46,8 @@ def test_ungrounded_items_are_flagged_not_found_and_html_is_escaped():
     assert "not found in the sources" in html and "scontrol --force&lt;x&gt;" in html
     assert "cites [7]" in html and "1 command/path/code/specific item(s) found" in html
     assert render.grounding_html([GroundingItem("/etc/munge", "path", True)]).count("not found") == 0
+    pointer = GroundingItem("scontrol update State=IDLE", "code", False, "scontrol update State=<RESUME>", 2)
+    assert "; nearest in [2]: <code>scontrol update State=&lt;RESUME&gt;</code>" in render.grounding_html([pointer])
 
 
 def test_sources_show_title_heading_path_score_and_the_chunk_on_expand():

@@ -1,0 +1,64 @@
+"""For a command or option the sources do not have: the closest one they do have, and where.
+
+A flag alone tells an operator what not to run; the nearest real line tells them what to
+look at instead (`--array-task-throttle=4` is not in the sources, `--array=0-15%4` is, in
+source [1]). Candidates are read from the passage text as the model saw it:
+- for a code or command line, every run of as many words in a passage that starts with
+  the line's first word (`scontrol update NodeName=adev13 State=RESUME` for
+  `scontrol update NodeName=adev13 State=IDLE`);
+- for an option (or an inline code span that is one), every `--option` of a passage.
+The closest candidate by difflib's similarity ratio is kept when the ratio reaches
+MIN_RATIO. It is a pointer for a person to read, never a correction of the answer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+
+MIN_RATIO = 0.5
+_EDGES = "`'\"()[]{},.;:"
+_CLOSERS = ('"', "'", ")", ".", ";", ",", "`")
+
+
+def nearest_in_sources(
+    text: str, kind: str, passages: Sequence[str], numbers: Sequence[int], option: re.Pattern[str]
+) -> tuple[str, int] | None:
+    """(closest line or option of a passage, that passage's number) for an item not found; None if none is close."""
+    best: tuple[float, str, int] | None = None
+    for passage, number in zip(passages, numbers, strict=True):
+        for candidate in _candidates(text, kind, passage, option):
+            if candidate == text:
+                continue
+            ratio = difflib.SequenceMatcher(None, text, candidate, autojunk=False).ratio()
+            if ratio >= MIN_RATIO and (best is None or ratio > best[0]):
+                best = (ratio, candidate, number)
+    return (best[1], best[2]) if best else None
+
+
+def _candidates(text: str, kind: str, passage: str, option: re.Pattern[str]) -> list[str]:
+    if kind == "option" or (kind == "code" and text.startswith("--") and " " not in text):  # `--opt` inline
+        return [m.group(0).rstrip(".") for m in option.finditer(passage)]
+    if kind not in ("code", "command"):
+        return []
+    words = text.split()
+    if not words:
+        return []
+    first, size = words[0], len(words)
+    passage_words = passage.split()
+    return [
+        _window(passage_words[i : i + size])
+        for i, word in enumerate(passage_words)
+        if word.strip(_EDGES) == first and "›" not in passage_words[i : i + size]  # not a title line
+    ]
+
+
+def _window(words: list[str]) -> str:
+    """Words of a passage read as one command: cut after a word that closes a quote or a sentence."""
+    kept = []
+    for word in words:
+        kept.append(word)
+        if word.endswith(_CLOSERS):
+            break
+    return " ".join(kept).strip(_EDGES)
