@@ -96,6 +96,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "found": sum(item.found for item in items),
             "share": round(sum(item.found for item in items) / len(items), 4) if items else None,
             "ungrounded": [item.text for item in final.ungrounded],
+            # the closest line a passage has, for each ungrounded item that has one (app/copilot/nearest.py)
+            "nearest": {item.text: [item.nearest, item.nearest_source] for item in final.ungrounded if item.nearest},
             "by_kind": grounding_by_kind(items),
         },
     }
