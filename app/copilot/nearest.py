@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 MIN_RATIO = 0.5
 _EDGES = "`'\"()[]{},.;:"
-_CLOSERS = ('"', "'", ")", ".", ";", ",", "`")
 
 
 def nearest_in_sources(
@@ -55,10 +54,19 @@ def _candidates(text: str, kind: str, passage: str, option: re.Pattern[str]) -> 
 
 
 def _window(words: list[str]) -> str:
-    """Words of a passage read as one command: cut after a word that closes a quote or a sentence."""
-    kept = []
+    """Words of a passage read as one command: cut after a word that ends a sentence or closes a quote
+    opened before the command (a quote opened inside it, as in `hosts.pl 4,1`, is part of it)."""
+    kept: list[str] = []
     for word in words:
-        kept.append(word)
-        if word.endswith(_CLOSERS):
+        kept.append(word.lstrip(_EDGES) if not kept else word)
+        ends = word[-1:]
+        if ends in ".;,)" or (ends in "`'\"" and " ".join(kept).count(ends) % 2):
             break
-    return " ".join(kept).strip(_EDGES)
+    text, before = " ".join(kept), ""
+    while text != before:  # peel punctuation, and quotes or parentheses the window cut in half
+        before = text.strip(".,;:")
+        text = before
+        for pair in ("`", "'", '"', "()"):
+            if text.count(pair[0]) != text.count(pair[-1]) or (len(pair) == 1 and text.count(pair) % 2):
+                text = text.strip(pair)
+    return text

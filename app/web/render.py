@@ -90,17 +90,22 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
     copied = sorted({s.passage for s in segments if s.passage is not None})
     if not copied:
         return '<div class="sr-prov-none">Provenance: nothing was copied verbatim from the sources.</div>'
-    spans = []
+    spans, pending = [], ""  # pending: a source mark waiting for the end of the word its copy stopped in
     for segment in segments:
-        text = inert_html(segment.text)
         if segment.passage is None:
-            spans.append(text)
-        else:
-            n = segment.passage
-            spans.append(
-                f'<span class="prov prov-c{n % PALETTE}" title="copied verbatim from source [{n}]">{text}'
-                f'<sup class="prov-n">{n}</sup></span>'
-            )
+            cut = len(segment.text) - len(segment.text.lstrip(_WORD_TAIL)) if pending else 0
+            spans.append(inert_html(segment.text[:cut]) + pending + inert_html(segment.text[cut:]))
+            pending = ""
+            continue
+        spans.append(pending)
+        n = segment.passage
+        mark = f'<sup class="prov-n">{n}</sup>'
+        spans.append(f'<span class="prov prov-c{n % PALETTE}" title="copied verbatim from source [{n}]">')
+        spans.append(inert_html(segment.text))
+        # a copy that stops inside a word ("-l", "adev13") gets its mark after the word, not in it
+        pending = mark if segment.text[-1:].isalnum() else ""
+        spans.append("</span>" + ("" if pending else mark))
+    spans.append(pending)
     titles = {s["number"]: s["title"] or s["path"] for s in sources}
     legend = " ".join(
         f'<span class="prov prov-c{n % PALETTE}">[{n}]</span> {html.escape(titles.get(n, ""))}' for n in copied
@@ -111,6 +116,9 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
         f'<div class="sr-legend">Copied verbatim from source: {legend} · unmarked text: written by the model</div>'
         "</div>"
     )
+
+
+_WORD_TAIL = "".join(chr(c) for c in range(128) if chr(c).isalnum()) + "_-."  # how a word goes on (ASCII)
 
 
 # The chat renders messages as markdown: a blank line ends an HTML block, and then a code fence

@@ -173,6 +173,8 @@ def test_an_item_not_found_points_to_the_closest_line_or_option_a_source_has():
     idle = items["scontrol update NodeName=adev13 State=IDLE"]
     assert (idle.nearest, idle.nearest_source) == ("scontrol update NodeName=adev13 State=RESUME", 5)
     assert (items["--arrays=0-15%4"].nearest, items["--arrays=0-15%4"].nearest_source) == ("--array=0-15%4", 3)
+    quoted = check_grounding("```\nsrun -w `hosts.pl 4,1` -l hostname\n```", ["Try srun -w `hosts.pl 4,1` hostname."])
+    assert quoted[0].nearest == "srun -w `hosts.pl 4,1` hostname"  # its backquoted part kept whole
     # nothing close: no pointer; and a found item never carries one
     assert items["kubectl drain c042"].nearest == "" and items["kubectl drain c042"].nearest_source is None
     assert items["--array=0-31"].found and items["--array=0-31"].nearest == ""
