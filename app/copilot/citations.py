@@ -51,32 +51,22 @@ def build_citations(
     )
 
 
-# A copied run shorter than this is shown as the model's text: one or two accepted tokens
-# ("4", "number of", half a host name) are the target agreeing with a copy, not a quote,
-# and marking them scattered source marks through the chat's provenance view.
-MIN_QUOTED_TOKENS = 3
-
-
 def provenance_segments(
-    answer: str,
-    output_ids: Sequence[int],
-    origins: Sequence[str],
-    decode: Callable[[Sequence[int]], str],
-    min_run: int = MIN_QUOTED_TOKENS,
+    answer: str, output_ids: Sequence[int], origins: Sequence[str], decode: Callable[[Sequence[int]], str]
 ) -> list[Segment]:
     """Split the answer text into runs of tokens with one provenance (a passage, or none).
 
-    Runs copied from a passage shorter than `min_run` tokens count as the model's own. A
-    run's text is found by decoding the token prefix at each run boundary, so multi-token
+    A run's text is found by decoding the token prefix at each run boundary, so multi-token
     characters and merged spaces land where the full decode puts them. The tail of the text
     past the last token (never, unless a stop string cut it) is clamped.
     """
     runs: list[tuple[int | None, int]] = []  # (passage, end token index)
-    for passage, end in _runs(origins[: len(output_ids)], min_run):
+    for i, origin in enumerate(origins[: len(output_ids)]):
+        passage = passage_of(origin)
         if runs and runs[-1][0] == passage:
-            runs[-1] = (passage, end)
+            runs[-1] = (passage, i + 1)
         else:
-            runs.append((passage, end))
+            runs.append((passage, i + 1))
     segments, start = [], 0
     for index, (passage, end) in enumerate(runs):
         stop = len(answer) if index == len(runs) - 1 else min(len(decode(output_ids[:end])), len(answer))
@@ -86,18 +76,6 @@ def provenance_segments(
     if start < len(answer):
         segments.append(Segment(answer[start:], None))
     return _merge(segments)
-
-
-def _runs(origins: Sequence[str], min_run: int) -> list[tuple[int | None, int]]:
-    """(passage or None, end token index) of each maximal run of one origin; short copies become None."""
-    runs: list[tuple[int | None, int, int]] = []  # (passage, start, end)
-    for i, origin in enumerate(origins):
-        passage = passage_of(origin)
-        if runs and runs[-1][0] == passage:
-            runs[-1] = (passage, runs[-1][1], i + 1)
-        else:
-            runs.append((passage, i, i + 1))
-    return [(p if p is None or end - start >= min_run else None, end) for p, start, end in runs]
 
 
 def _merge(segments: list[Segment]) -> list[Segment]:

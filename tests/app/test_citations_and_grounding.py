@@ -21,15 +21,8 @@ def test_markers_in_order_of_first_use_and_invalid_ones_named():
 def test_segments_follow_the_token_origins():
     tokens = list("abcdef")
     origins = ["target", "passage:2", "passage:2", "model", "passage:1", "passage:1"]
-    segments = provenance_segments("abcdef", tokens, origins, lambda ids: "".join(ids), min_run=1)
+    segments = provenance_segments("abcdef", tokens, origins, lambda ids: "".join(ids))
     assert [(s.text, s.passage) for s in segments] == [("a", None), ("bc", 2), ("d", None), ("ef", 1)]
-
-
-def test_a_copied_run_shorter_than_three_tokens_reads_as_the_models_own_text():
-    tokens = list("abcdefgh")
-    origins = ["target", "passage:2", "passage:2", "model", "passage:1", "passage:1", "passage:1", "target"]
-    segments = provenance_segments("abcdefgh", tokens, origins, lambda ids: "".join(ids))
-    assert [(s.text, s.passage) for s in segments] == [("abcd", None), ("efg", 1), ("h", None)]
 
 
 def test_invented_options_and_commands_are_flagged_and_quoted_ones_found():
