@@ -64,7 +64,8 @@ def details_html(final: Final) -> str:
 
 
 def merge_verbatim(segments: Sequence[Segment], passage_texts: dict[int, str]) -> list[Segment]:
-    """Grow each copied span over the segments after it while the joined text is still verbatim in its passage.
+    """Grow each copied span over the segments after it while the joined text is still verbatim in its passage;
+    then a span still shorter than MIN_QUOTE_CHARS counts as the model's own text.
 
     The engine's copies come in pieces (each verified draft is followed by the target's own
     token, which often is the source's next character too); one mark per piece is noise.
@@ -82,7 +83,25 @@ def merge_verbatim(segments: Sequence[Segment], passage_texts: dict[int, str]) -
             merged[-1] = Segment(last.text + segment.text, None)
             continue
         merged.append(segment)
-    return merged
+    return _short_copies_as_own(merged)
+
+
+# A copied span shorter than this (after merging) reads as the model's own text: one or two
+# accepted tokens ("4", "a job", "one time") are the target agreeing with a copy, not a quote,
+# and marking them scattered source marks through the chat's provenance view.
+MIN_QUOTE_CHARS = 10
+
+
+def _short_copies_as_own(segments: list[Segment]) -> list[Segment]:
+    own: list[Segment] = []
+    for segment in segments:
+        if segment.passage is not None and len(segment.text.strip()) < MIN_QUOTE_CHARS:
+            segment = Segment(segment.text, None)
+        if own and own[-1].passage is None and segment.passage is None:
+            own[-1] = Segment(own[-1].text + segment.text, None)
+        else:
+            own.append(segment)
+    return own
 
 
 def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any]]) -> str:

@@ -47,6 +47,13 @@ def test_pieces_of_one_copy_merge_only_while_the_text_stays_verbatim():
     assert merged == [Segment("Restart with systemctl", 1), Segment(" and then")]
 
 
+def test_a_copy_under_ten_characters_after_merging_reads_as_the_models_own_text():
+    passage = "Limit the number of tasks of a job array to 4 with --array=0-15%4."
+    pieces = [Segment("Set "), Segment("4", 1), Segment(" tasks with "), Segment("--array=0-15", 1), Segment("%4")]
+    merged = render.merge_verbatim(pieces, {1: passage})
+    assert merged == [Segment("Set 4 tasks with "), Segment("--array=0-15%4", 1)]
+
+
 def test_ungrounded_items_are_flagged_not_found_and_html_is_escaped():
     items = [GroundingItem("scontrol --force<x>", "option", False), GroundingItem("/etc/munge", "path", True)]
     html = render.grounding_html(items, invalid=[7])
