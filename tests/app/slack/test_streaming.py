@@ -49,6 +49,7 @@ def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_wit
         grounding=[
             GroundingItem("scontrol drain <node>", "command", False),
             GroundingItem("sinfo -R", "command", True),
+            GroundingItem("--afterok=1", "option", False, "--depend=afterok:1", 2),
         ],
         citations=dataclasses.replace(long_answer[-1].citations, invalid=[7]),
     )
@@ -56,8 +57,10 @@ def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_wit
     assert lines[0] == "*Sources*"
     assert lines[1:4] == [f"{n + 1}. Node runbook › Draining — `runbooks/nodes-{n}.md`" for n in range(3)]
     assert lines[4] == ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources"
-    assert lines[5] == ":warning: the answer cites passages that do not exist: [7]"
-    assert lines[6].startswith("_") and "tok/s" in lines[6] and len(lines) == 7
+    pointer = "nearest in [2]: `--depend=afterok:1`"
+    assert lines[5] == f":warning: option `--afterok=1` is not found in the sources; {pointer}"
+    assert lines[6] == ":warning: the answer cites passages that do not exist: [7]"
+    assert lines[7].startswith("_") and "tok/s" in lines[7] and len(lines) == 8
 
 
 def test_a_stream_closed_midway_is_finished_by_updating_the_same_message(slack, long_answer):
