@@ -110,21 +110,26 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
     if not copied:
         return '<div class="sr-prov-none">Provenance: nothing was copied verbatim from the sources.</div>'
     spans, pending = [], ""  # pending: a source mark waiting for the end of the word its copy stopped in
-    for segment in segments:
+    for segment, following in zip(segments, [*segments[1:], None], strict=True):
         if segment.passage is None:
             cut = len(segment.text) - len(segment.text.lstrip(_WORD_TAIL)) if pending else 0
             spans.append(inert_html(segment.text[:cut]) + pending + inert_html(segment.text[cut:]))
             pending = ""
             continue
-        spans.append(pending)
         n = segment.passage
         mark = f'<sup class="prov-n">{n}</sup>'
-        spans.append(f'<span class="prov prov-c{n % PALETTE}" title="copied verbatim from source [{n}]">')
-        spans.append(inert_html(segment.text))
         # a copy that stops inside a word ("-l", "adev13") gets its mark after the word, not in it
-        pending = mark if segment.text[-1:].isalnum() else ""
-        spans.append("</span>" + ("" if pending else mark))
-    spans.append(pending)
+        inside_word = (
+            following is not None
+            and following.passage is None
+            and segment.text[-1:].isalnum()
+            and following.text[:1] in _WORD_TAIL
+        )
+        pending = mark if inside_word else ""
+        spans.append(
+            f'<span class="prov prov-c{n % PALETTE}" title="copied verbatim from source [{n}]">'
+            f"{inert_html(segment.text)}{'' if inside_word else mark}</span>"
+        )
     titles = {s["number"]: s["title"] or s["path"] for s in sources}
     legend = " ".join(
         f'<span class="prov prov-c{n % PALETTE}">[{n}]</span> {html.escape(titles.get(n, ""))}' for n in copied
