@@ -1,7 +1,9 @@
 """Markdown code in an answer: fenced blocks and inline `code` spans, found one way for every check.
 
 grounding.py reads the code verbatim; specifics.py reads only the prose around it. One pair
-of patterns keeps the two from disagreeing about where code starts and ends.
+of patterns keeps the two from disagreeing about where code starts and ends. The `--option`
+pattern and the punctuation around a word are shared the same way by grounding.py (finding
+items) and nearest.py (finding the closest ones in the sources).
 """
 
 from __future__ import annotations
@@ -11,6 +13,14 @@ import re
 # group 1: the block's body (an unclosed block runs to the end of the answer)
 FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
 INLINE = re.compile(r"`([^`\n]+)`")  # group 1: the span's text
+# an option's value may hold commas (`--format=JobID,MaxRSS`), not a trailing one ("--array, then")
+OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?:=(?:[^\s`'\",;)]|,(?=[^\s`'\",;)]))+)?")
+WORD_EDGES = "`'\"()[]{},.;:"  # quotes and punctuation around a word in prose, not part of it
+
+
+def options(text: str) -> list[str]:
+    """Every `--option` of `text`, with its value; a sentence's full stop is not part of the value."""
+    return [match.group(0).rstrip(".") for match in OPTION.finditer(text)]
 
 
 def without_fences(text: str) -> str:

@@ -25,18 +25,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from app.copilot.code_spans import FENCE, INLINE, without_fences
+from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, options, without_fences
 from app.copilot.events import GroundingItem
 from app.copilot.nearest import nearest_in_sources
 from app.copilot.specifics import check_specifics
 
-# an option's value may hold commas (`--format=JobID,MaxRSS`), not a trailing one ("--array, then")
-_OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?:=(?:[^\s`'\",;)]|,(?=[^\s`'\",;)]))+)?")
 _PATH = re.compile(r"(?<![\w./~-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?")
 _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-Za-z]")
 _SPACE = re.compile(r"\s+")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
-_WORD_EDGES = "`'\"()[]{},.;:"  # quotes and punctuation around a word in prose, not part of it
 
 
 def normalise(text: str) -> str:
@@ -66,7 +63,7 @@ def check_grounding(
         text = normalise(text)
         if text and text not in seen:
             found = text in haystack or (kind in ("code", "command") and _built_from_one(text, vocabularies))
-            nearest = None if found else nearest_in_sources(text, kind, joined, numbers, _OPTION)
+            nearest = None if found else nearest_in_sources(text, kind, joined, numbers)
             seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)))
     return list(seen.values()) + [item for item in check_specifics(answer, passages, question) if item.text not in seen]
 
@@ -83,14 +80,14 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
         line = line.strip().lstrip("-*• ").strip()
         if _looks_like_command(line):
             yield "command", _drop_prompt(line)
-    for match in _OPTION.finditer(answer):
-        yield "option", match.group(0).rstrip(".")  # a sentence's full stop is not part of the value
+    for option in options(answer):
+        yield "option", option
     for match in _PATH.finditer(answer):
         yield "path", match.group(0).rstrip(".")
 
 
 def _words(text: str) -> set[str]:
-    return {word.strip(_WORD_EDGES) for word in text.split()} - {""}
+    return {word.strip(WORD_EDGES) for word in text.split()} - {""}
 
 
 def _built_from_one(line: str, vocabularies: Sequence[set[str]]) -> bool:

@@ -14,20 +14,18 @@ MIN_RATIO. It is a pointer for a person to read, never a correction of the answe
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
 
+from app.copilot.code_spans import WORD_EDGES, options
+
 MIN_RATIO = 0.5
-_EDGES = "`'\"()[]{},.;:"
 
 
-def nearest_in_sources(
-    text: str, kind: str, passages: Sequence[str], numbers: Sequence[int], option: re.Pattern[str]
-) -> tuple[str, int] | None:
+def nearest_in_sources(text: str, kind: str, passages: Sequence[str], numbers: Sequence[int]) -> tuple[str, int] | None:
     """(closest line or option of a passage, that passage's number) for an item not found; None if none is close."""
     best: tuple[float, str, int] | None = None
     for passage, number in zip(passages, numbers, strict=True):
-        for candidate in _candidates(text, kind, passage, option):
+        for candidate in _candidates(text, kind, passage):
             if candidate == text:
                 continue
             ratio = difflib.SequenceMatcher(None, text, candidate, autojunk=False).ratio()
@@ -36,9 +34,9 @@ def nearest_in_sources(
     return (best[1], best[2]) if best else None
 
 
-def _candidates(text: str, kind: str, passage: str, option: re.Pattern[str]) -> list[str]:
+def _candidates(text: str, kind: str, passage: str) -> list[str]:
     if kind == "option" or (kind == "code" and text.startswith("--") and " " not in text):  # `--opt` inline
-        return [m.group(0).rstrip(".") for m in option.finditer(passage)]
+        return options(passage)
     if kind not in ("code", "command"):
         return []
     words = text.split()
@@ -49,7 +47,7 @@ def _candidates(text: str, kind: str, passage: str, option: re.Pattern[str]) -> 
     return [
         _window(passage_words[i : i + size])
         for i, word in enumerate(passage_words)
-        if word.strip(_EDGES) == first and "›" not in passage_words[i : i + size]  # not a title line
+        if word.strip(WORD_EDGES) == first and "›" not in passage_words[i : i + size]  # not a title line
     ]
 
 
@@ -58,15 +56,16 @@ def _window(words: list[str]) -> str:
     opened before the command (a quote opened inside it, as in `hosts.pl 4,1`, is part of it)."""
     kept: list[str] = []
     for word in words:
-        kept.append(word.lstrip(_EDGES) if not kept else word)
+        kept.append(word.lstrip(WORD_EDGES) if not kept else word)
         ends = word[-1:]
         if ends in ".;,)" or (ends in "`'\"" and " ".join(kept).count(ends) % 2):
             break
     text, before = " ".join(kept), ""
     while text != before:  # peel punctuation, and quotes or parentheses the window cut in half
-        before = text.strip(".,;:")
-        text = before
-        for pair in ("`", "'", '"', "()"):
-            if text.count(pair[0]) != text.count(pair[-1]) or (len(pair) == 1 and text.count(pair) % 2):
-                text = text.strip(pair)
+        before = text = text.strip(".,;:")
+        for quote in "`'\"":
+            if text.count(quote) % 2:
+                text = text.strip(quote)
+        if text.count("(") != text.count(")"):
+            text = text.strip("()")
     return text
