@@ -71,6 +71,7 @@ class GroundingItem:
     found: bool
     nearest: str = ""  # not found: the closest line or option a passage does have (nearest.py), if any
     nearest_source: int | None = None  # ... and that passage's number
+    adapted: bool = False  # found with the user's own values (numbers, <placeholders>, the question's words)
 
 
 @dataclass(frozen=True)

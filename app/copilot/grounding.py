@@ -2,10 +2,17 @@
 
 An operator may run what the answer shows, so every such item is listed and marked found
 or not found *verbatim* in the passages the model was given (whitespace-normalised,
-case-sensitive: `--Nodes` is not `--nodes`). A code or command line also counts as found when
-every one of its words is a word of one single passage: `sbatch --array=0-15%4 -N1 tmp` is
-built from a source's `$ sbatch --array=0-31 -N1 tmp` and its `"--array=0-15%4"`, and was
-flagged to operators although it is right. Options are still checked verbatim on their own.
+case-sensitive: `--Nodes` is not `--nodes`). A code or command line, or an option, also counts
+as found when it is built from one single passage and the user's own values:
+- its pieces are its words split at `=`, `:` and `,` (`--gpus-per-node=volta:2` is the name
+  `--gpus-per-node` and the values `volta` and `2`);
+- every name (the first word, an option, a setting's key) must be a piece of that passage;
+- every other piece too, unless it is the user's: a number, range, size or time, a
+  `<placeholder>`, or a value the question names (`NodeName=c042` when the question asks about c042).
+So `sbatch --array=0-15%4 -N1 tmp` (a source's `$ sbatch --array=0-31 -N1 tmp` with the throttle
+asked for) and `srun --gpus-per-node=volta:2` (a source has `volta:3`) are found, while
+`sbatch --afterok=123` (no source has the option `--afterok`) is not. Such items are marked
+`adapted`; flagging them had taught operators to ignore flags.
 Items:
 - code: each line of a fenced block and each inline `code` span (a leading `$ ` dropped);
 - command: a line outside code that reads like a shell command (`$ cmd ...`, or a
@@ -34,6 +41,12 @@ _PATH = re.compile(r"(?<![\w./~-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?")
 _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-Za-z]")
 _SPACE = re.compile(r"\s+")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
+_SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d+)")
+_VALUE_SPLIT = re.compile(r"[:,]")
+_NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?")  # 20, 0-499%10, [1-16], 16G
+_PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.")
+_JOINERS = re.compile(r"[\W_]+")
+_SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reboot` reads as one setting
 
 
 def normalise(text: str) -> str:
@@ -57,14 +70,16 @@ def check_grounding(
     numbers = list(numbers) if numbers is not None else list(range(1, len(passages) + 1))
     joined = [_joined(p) for p in passages]
     haystack = normalise("\n".join(joined))
-    vocabularies = [_words(p) for p in joined]
+    vocabularies = [_pieces_of(p) for p in joined]
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
         if text and text not in seen:
-            found = text in haystack or (kind in ("code", "command") and _built_from_one(text, vocabularies))
+            found, adapted = text in haystack, False
+            if not found and kind in ("code", "command", "option"):
+                found, adapted = _built_from_one(text, vocabularies, question)
             nearest = None if found else nearest_in_sources(text, kind, joined, numbers)
-            seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)))
+            seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted)
     return list(seen.values()) + [item for item in check_specifics(answer, passages, question) if item.text not in seen]
 
 
@@ -90,10 +105,59 @@ def _words(text: str) -> set[str]:
     return {word.strip(WORD_EDGES) for word in text.split()} - {""}
 
 
-def _built_from_one(line: str, vocabularies: Sequence[set[str]]) -> bool:
-    """Is every word of a (multi-word) code line a word of one and the same passage?"""
-    words = _words(line)
-    return len(words) >= 2 and any(words <= vocabulary for vocabulary in vocabularies)
+def _pieces_of(text: str) -> set[str]:
+    """Every piece of every word of a passage, split as `pieces` splits a command's words."""
+    return {piece for word in _words(text) for _, piece in _split_word(word, first=False)} | _words(text)
+
+
+def pieces(line: str) -> list[tuple[str, str]]:
+    """(role, text) for each piece of a command line: role "name" for its first word, an option's
+    name (`--array`, `-N`) or a setting's key (`State`), "value" for what follows `=` or `:` (split
+    at `:` and `,`), "arg" for any other word."""
+    words = [word.strip(WORD_EDGES) for word in _SPACED_EQUALS.sub("=", line).split()]
+    return [piece for i, word in enumerate(w for w in words if w) for piece in _split_word(word, first=i == 0)]
+
+
+def _split_word(word: str, first: bool) -> list[tuple[str, str]]:
+    short = _SHORT_OPTION.fullmatch(word)
+    if short:  # -N1: the option -N with the value 1
+        return [("name", short.group(1)), ("value", short.group(2))]
+    if "=" in word.lstrip("=") and not word.startswith("="):
+        key, value = word.split("=", 1)
+        return [("name", key), *(("value", v) for v in _VALUE_SPLIT.split(value.strip("'\"")) if v)]
+    return [("name" if first or word.startswith("-") else "arg", word)]
+
+
+def _users_value(role: str, piece: str, question: str) -> bool:
+    """Is `piece` the user's own rather than the software's: a number, a range, a size or a
+    time, a placeholder (`<job_id>`), or a value the question names (`c042`, `firmware_update`)?
+
+    Names (commands, options, keys) never are. A bare word counts from the question only if it is
+    not a plain word, so `scontrol restart` is not grounded by a question that says "restart"."""
+    if role == "name":
+        return False
+    if _NUMBER.fullmatch(piece) or _PLACEHOLDER.fullmatch(piece):
+        return True
+    if role == "arg" and piece.isalpha():
+        return False
+    spaced = _JOINERS.sub(" ", piece).strip().casefold()
+    return len(spaced) >= 2 and f" {spaced} " in f" {_JOINERS.sub(' ', question).casefold()} "
+
+
+def _built_from_one(line: str, vocabularies: Sequence[set[str]], question: str) -> tuple[bool, bool]:
+    """(found, with user values): is every piece of a command line either a piece of one and the same
+    passage, or the user's own value (`_users_value`)? A line of one piece is left to the verbatim check."""
+    split = pieces(line)
+    if len(split) < 2:
+        return False, False
+    needed = {text for role, text in split if not _users_value(role, text, question)}
+    if not needed:
+        return False, False
+    sourced = {text for _, text in split}
+    for vocabulary in vocabularies:
+        if needed <= vocabulary:
+            return True, not sourced <= vocabulary
+    return False, False
 
 
 def _looks_like_command(line: str) -> bool:

@@ -33,7 +33,7 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     unanswerable = [r for r in ok if r.get("unanswerable")]
     answered = [r for r in ok if "answer" in r]
     speaking = [r for r in answered if not _abstained(r)]
-    found, listed, flagged = 0, 0, 0
+    found, listed, adapted, flagged = 0, 0, 0, 0
     for row in speaking:
         grounding = row["answer"]["grounding"]
         # rows written before specifics were checked have no by_kind: every item was a command kind
@@ -41,6 +41,7 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for kind, counts in kinds.items():
             if kind in COMMAND_KINDS:
                 found, listed = found + counts["found"], listed + counts["items"]
+                adapted += counts.get("adapted", 0)  # rows written before session 8 have none
             else:
                 flagged += counts["items"] - counts["found"]
     return {
@@ -50,6 +51,7 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "keyword_recall": _mean([r["answer"].get("keyword_recall") for r in answerable if "answer" in r]),
         "cited": _share([bool(r["answer"]["citations"]["cited"]) for r in speaking]),
         "commands_grounded": f"{found}/{listed}" + (f" ({found / listed:.2f})" if listed else ""),
+        "commands_adapted": adapted,  # of the grounded: with the user's own values in a source's command
         "specifics_flagged": flagged,
         "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
         "mrr": _mean([_metric(r, "mrr") for r in answerable]),

@@ -104,12 +104,14 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
 
 
 def grounding_by_kind(items: list) -> dict[str, dict[str, int]]:
-    """{kind: {"items": n, "found": m}}: commands and options apart from specifics such as names and numbers."""
+    """{kind: {"items": n, "found": m, "adapted": a}}: commands and options apart from specifics such as
+    names and numbers; `adapted` of the found ones carry the user's own values (grounding.py)."""
     kinds: dict[str, dict[str, int]] = {}
     for item in items:
-        counts = kinds.setdefault(item.kind, {"items": 0, "found": 0})
+        counts = kinds.setdefault(item.kind, {"items": 0, "found": 0, "adapted": 0})
         counts["items"] += 1
         counts["found"] += item.found
+        counts["adapted"] += item.adapted
     return kinds
 
 

@@ -62,6 +62,48 @@ def test_a_command_built_from_one_sources_words_is_found_but_not_one_mixing_sour
     assert items["sbatch"]
 
 
+def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted():
+    passages = [
+        "Request GPUs with srun --gpus-per-node=volta:3. "
+        "Drain a node: scontrol update NodeName=name State=DRAIN Reason=text.",
+        "Jobs may depend on others: sbatch --depend=afterok:123 my.job",
+    ]
+    question = "A node c042 needs a firmware update; how do I get 2 GPUs?"
+    answer = (
+        "```\nsrun --gpus-per-node=volta:2\n```\n"  # a number of the user's in a source's option
+        "```\nscontrol update NodeName=c042 State=DRAIN Reason=firmware_update\n```\n"  # the question's values
+        "```\nscontrol update NodeName=<node> State=DRAIN\n```\n"  # a placeholder
+        "```\nscontrol update NodeName=c042 State=REBOOT\n```\n"  # a keyword no source has
+        "```\nsbatch --afterok=123 my.job\n```\n"  # an option no source has
+        "```\nscontrol update Firmware=c042\n```\n"  # the question names values, never keys
+        "`--gpus-per-node=volta:2`\n"
+        "`scontrol firmware`\n"  # a bare word from the question is no subcommand
+    )
+    items = {item.text: item for item in check_grounding(answer, passages, question)}
+    for text in (
+        "srun --gpus-per-node=volta:2",
+        "scontrol update NodeName=c042 State=DRAIN Reason=firmware_update",
+        "scontrol update NodeName=<node> State=DRAIN",
+        "--gpus-per-node=volta:2",
+    ):
+        assert items[text].found and items[text].adapted, text
+    for text in (
+        "scontrol update NodeName=c042 State=REBOOT",
+        "sbatch --afterok=123 my.job",
+        "--afterok=123",
+        "scontrol update Firmware=c042",
+        "scontrol firmware",
+    ):
+        assert not items[text].found and not items[text].adapted, text
+    verbatim = check_grounding("`sbatch --depend=afterok:123 my.job`", passages)
+    assert verbatim[0].found and not verbatim[0].adapted
+
+
+def test_a_setting_written_with_spaces_around_its_equals_sign_is_one_setting():
+    items = check_grounding("```\nRebootProgram = /sbin/reboot\n```", ["RebootProgram=/sbin/reboot"])
+    assert [(i.text, i.found) for i in items if i.kind == "code"] == [("RebootProgram = /sbin/reboot", True)]
+
+
 def test_whitespace_is_normalised_but_case_is_not():
     items = check_grounding("Use `scontrol   reboot ASAP`, not `Scontrol reboot ASAP`.", PASSAGES)
     assert [(i.text, i.found) for i in items] == [("scontrol reboot ASAP", True), ("Scontrol reboot ASAP", False)]

@@ -20,8 +20,8 @@ def row(row_id, unanswerable=False, abstained=False, cited=(), kinds=None, keywo
 
 def test_figures_are_split_by_id_hash_and_commands_are_scored_apart_from_specifics():
     rows = [
-        row("q1", cited=[1], kinds={"option": {"items": 2, "found": 1}, "phone": {"items": 1, "found": 0}},
-            keyword_recall=1.0, hit5=1.0),
+        row("q1", cited=[1], keyword_recall=1.0, hit5=1.0,
+            kinds={"option": {"items": 2, "found": 1, "adapted": 1}, "phone": {"items": 1, "found": 0}}),
         row("q2", abstained=True, keyword_recall=0.0, hit5=0.0),  # an answerable question wrongly refused
         row("q4", unanswerable=True, abstained=True),
         row("q3", unanswerable=True, abstained=False, cited=[2], kinds={"code": {"items": 1, "found": 1}}),
@@ -30,6 +30,7 @@ def test_figures_are_split_by_id_hash_and_commands_are_scored_apart_from_specifi
     dev, held = table["dev"], table["held-out"]
     assert dev["unanswerable_abstained"] == "1/1 (1.00)" and dev["answerable_refused"] == "1/2 (0.50)"
     assert dev["cited"] == "1/1 (1.00)" and dev["commands_grounded"] == "1/2 (0.50)" and dev["specifics_flagged"] == 1
+    assert dev["commands_adapted"] == 1 and held["commands_adapted"] == 0  # q3's counts predate `adapted`
     assert dev["keyword_recall"] == 0.5 and dev["hit@5"] == 0.5 and dev["mrr"] == 0.25
     assert held["unanswerable_abstained"] == "0/1 (0.00)" and held["commands_grounded"] == "1/1 (1.00)"
     assert table["all"]["questions"] == 4
