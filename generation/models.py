@@ -16,9 +16,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.linear_layout import patch_linear_layout
+from generation.mlas_linear import to_mlas, use_cores_for_mlas
 from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model
 from generation.numeric_path import cached_wide_plan, resolve_path
 from generation.quantized import set_int4_wide_rows, set_wide_dtype
+from generation.quantized_model import MLAS
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -140,7 +142,7 @@ def load_models(
 ) -> LoadedModels:
     """Load target (+ draft). draft_int8 / linear_layout: "auto" (CPU only), "on" or "off".
 
-    quant: the numeric path, "auto" | "int4" | "int8" | "none" (numeric_path.py). "auto" is the
+    quant: the numeric path, "auto" | "int4" | "int8" | "int4-mlas" | "none" (numeric_path.py). "auto" is the
     fastest measured path for the packaged models on a CPU with dtype "auto", else "none"; on int4/int8 both models
     run the quantized, batch-invariant kernels and `dtype`, draft_int8, linear_layout are unused.
     The transposed layout is off by default: in whole-model passes on this 2-core CPU the
@@ -172,14 +174,21 @@ def load_models(
 def load_quantized_models(target: str, draft: str | None, dev: torch.device, mode: str) -> LoadedModels:
     """Target and draft on the int4/int8 path (the draft too: its bf16-activation kernels are
     the fastest drafter measured here, and a draft only proposes, so exactness is unaffected)."""
-    wide_dtype, wide_rows = cached_wide_plan(cache_root() / "calibration.json")
-    set_wide_dtype(wide_dtype)
-    if mode == "int4":
-        set_int4_wide_rows(wide_rows)
-    target_model, target_path = load_quantized_lm(target, mode)
+    mlas, weights = mode == MLAS, "int4" if mode == MLAS else mode
+    if not mlas:
+        wide_dtype, wide_rows = cached_wide_plan(cache_root() / "calibration.json")
+        set_wide_dtype(wide_dtype)
+        if mode == "int4":
+            set_int4_wide_rows(wide_rows)
+    else:
+        use_cores_for_mlas()
+    target_model, target_path = load_quantized_lm(target, weights)
     tokenizer = AutoTokenizer.from_pretrained(target_path)
     draft_model, draft_path = None, None
     if draft:
-        draft_model, draft_path = load_quantized_lm(draft, mode, draft=True)
+        draft_model, draft_path = load_quantized_lm(draft, weights, draft=True)
         check_same_vocabulary(tokenizer, AutoTokenizer.from_pretrained(draft_path), target_model, draft_model)
+    if mlas:  # the int4 models (cached as they are for the int4 path) moved onto ONNX Runtime's kernels
+        target_model = to_mlas(target_model)
+        draft_model = None if draft_model is None else to_mlas(draft_model)
     return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, quant=mode)

@@ -1,7 +1,9 @@
 """Which numeric path runs the models on this machine: float weights, int4 or int8 kernels.
 
 `none` is the models' own float weights (float32 on CPU: the reference path). `int4` and
-`int8` are the weight-only quantized, batch-invariant CPU path (quantized.py). `auto`
+`int8` are the weight-only quantized, batch-invariant CPU path (quantized.py). `int4-mlas`
+is the same int4 weights on ONNX Runtime's kernels (mlas_linear.py): faster per pass, but it
+holds about twice the memory, so `auto` never picks it and it is asked for by name. `auto`
 picks, on CPU, whichever of float32 / int4 / int8 runs a model-sized matmul fastest for
 1 and 8 rows (a decoding step and a typical verification pass), measured once per machine
 and kept in the calibration file. On CUDA `auto` is always `none`: the GPU path stays as
@@ -25,20 +27,24 @@ from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.calibration import read_table
 from generation.errors import ModelError
+from generation.mlas_linear import available as mlas_available
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
+from generation.quantized_model import MLAS
 
-PATHS = ("auto", "int4", "int8", "none")
+PATHS = ("auto", "int4", "int8", "int4-mlas", "none")
 SHAPE = (8960, 1536)  # the default target's MLP projection
 ROWS = (1, 8)
 
 
 def resolve_path(path: str, device: torch.device, dtype: str, cache_file: Path | None) -> str:
-    """The concrete path ("none", "int4" or "int8") for a requested one."""
+    """The concrete path ("none", "int4", "int8" or "int4-mlas") for a requested one."""
     if path not in PATHS:
         raise ModelError(f"unknown numeric path {path!r}; use one of {', '.join(PATHS)}")
     if path != "auto":
         if path != "none" and device.type != "cpu":
-            raise ModelError(f"--quant {path} runs torch's CPU kernels; use --device cpu or --quant none")
+            raise ModelError(f"--quant {path} runs CPU kernels; use --device cpu or --quant none")
+        if path == MLAS and not mlas_available():
+            raise ModelError(f"--quant {MLAS} needs ONNX Runtime: pip install 'specrag[mlas]'")
         return path
     if device.type != "cpu" or dtype != "auto":
         return "none"

@@ -27,6 +27,7 @@ from generation.invariant_attention import NAME as INVARIANT_ATTENTION
 from generation.quantized import HalfEmbedding, Int4Linear, Int8Linear, Q4KEmbedding
 
 QUANT_MODES = ("int4", "int8")
+MLAS = "int4-mlas"  # the int4 weights on ONNX Runtime's kernels (mlas_linear.py)
 # A draft model's build: every matrix the int4 kernel can tile goes to int4, re-quantized from the
 # GGUF's Q5_0 / Q8_0 / Q6_K values where it is not Q4_K. The draft only proposes and the target
 # decides, so a coarser draft cannot change an answer, only how many drafted tokens are accepted.
@@ -207,6 +208,10 @@ def _replace(model: nn.Module, name: str, new: nn.Module) -> None:
 
 
 def numeric_path(model: nn.Module) -> str:
-    """ "int4" / "int8" for a model on the quantized path (by its widest kind of layer), else "none"."""
+    """ "int4-mlas" / "int4" / "int8" for a model on a quantized path (by its widest kind of layer), else "none"."""
+    from generation.mlas_linear import MlasLinear
+
     kinds = {type(m) for m in model.modules()}
+    if MlasLinear in kinds:
+        return MLAS
     return "int4" if Int4Linear in kinds else "int8" if Int8Linear in kinds else "none"

@@ -5,19 +5,17 @@ import json
 import numpy as np
 import pytest
 import torch
+from exactness import WIDEST, assert_greedy_speculation_matches_plain, assert_widest_pass_matches_plain_steps
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
 
-from generation.cached_lm import CachedLM
-from generation.engine import Engine, GenerationConfig
+from generation.engine import Engine
 from generation.gguf_blocks import Q4_K_BYTES, q4k_groups
 from generation.invariant_attention import MAX_ROWS
 from generation.numeric_path import resolve_path
 from generation.quantized import Int4Linear, Int8Linear, Q4KEmbedding
 from generation.quantized_model import load_quantized, numeric_path, quantize_module_tree, save_quantized
 from tiny import tiny_wide_head_lm
-
-WIDEST = 17  # the engine's widest verification pass: the last token plus max_draft = 16 drafted
 
 
 def random_q4k(rows: int, columns: int, seed: int = 0) -> np.ndarray:
@@ -62,29 +60,13 @@ def quantized(request):
 
 
 def test_a_token_decoded_plainly_and_verified_in_the_widest_pass_get_bit_identical_logits(quantized):
-    lm = CachedLM(quantized, keep_snapshot=False)
-    generator = torch.Generator().manual_seed(0)
-    context, new = (
-        torch.randint(0, 257, (300,), generator=generator).tolist(),
-        torch.randint(0, 257, (WIDEST,)).tolist(),
-    )
-    lm.extend(context)
-    plain = torch.stack([lm.extend([token])[-1].clone() for token in new])
-    lm.crop(len(context))
-    assert torch.equal(lm.extend(new), plain)
+    assert_widest_pass_matches_plain_steps(quantized)
     assert WIDEST <= MAX_ROWS
 
 
 def test_greedy_speculation_equals_plain_decoding_on_the_quantized_path(quantized, tokenizer):
     draft = quantize_module_tree(tiny_wide_head_lm(1, sharpness=20.0), numeric_path(quantized))
-    engine = Engine(quantized, tokenizer, draft)
-    prompt = torch.randint(0, 256, (120,), generator=torch.Generator().manual_seed(2)).tolist()
-    chunks = [prompt[10:60], prompt[70:110]]
-    plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=40, speculation="none"))
-    for mode in ("ngram", "model", "hybrid"):
-        for length in (None, 16):
-            config = GenerationConfig(max_new_tokens=40, speculation=mode, draft_length=length, min_draft_confidence=0)
-            assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)
+    assert_greedy_speculation_matches_plain(Engine(quantized, tokenizer, draft))
 
 
 def test_a_saved_quantized_model_loads_without_a_float_copy_and_gives_the_same_logits(quantized, tmp_path):

@@ -50,13 +50,13 @@ def test_every_speculative_mode_matches_plain_greedy_on_a_runbook_question(real)
         assert result.stats.tokens_per_pass > 1.0, mode
 
 
-@pytest.fixture(scope="module")
-def real_int4(monkeypatch_module):
+@pytest.fixture(scope="module", params=["int4", "int4-mlas"])  # torch's kernels, then ONNX Runtime's
+def real_int4(monkeypatch_module, request):
     monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
     from generation.engine import Engine
     from generation.models import load_models
 
-    models = load_models(quant="int4")
+    models = load_models(quant=request.param)
     return models, Engine(models.target, models.tokenizer, models.draft)
 
 
