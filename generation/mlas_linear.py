@@ -63,6 +63,10 @@ class MlasLinear(nn.Module):
         ort = _runtime(THREADS or torch.get_num_threads())
         options = ort.SessionOptions()
         options.use_per_session_threads = False  # one pool for all ~200 layers, not a pool each
+        # no arena per session: each of ~200 sessions kept its largest prefill's buffers (a [rows, N]
+        # output and intermediates), and `ask` on a 1,300-token prompt peaked at 20 GB
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
         self.session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
         self.register_buffer("bias", None if bias is None else bias.float().clone())
 
@@ -146,10 +150,15 @@ def use_cores_for_mlas() -> None:
 
 
 def to_mlas(model: nn.Module) -> nn.Module:
-    """Swap every Int4Linear / Int8Linear of `model` for its MlasLinear, in place."""
-    for name, module in list(model.named_modules()):
-        if isinstance(module, Int4Linear | Int8Linear):
-            parent_name, _, child = name.rpartition(".")
-            parent = model.get_submodule(parent_name) if parent_name else model
-            setattr(parent, child, from_int4(module) if isinstance(module, Int4Linear) else from_int8(module))
+    """Swap every Int4Linear / Int8Linear of `model` for its MlasLinear, in place.
+
+    One layer at a time, by name: each torch layer is freed as soon as its session holds the
+    weights, so the two copies of the whole model never coexist."""
+    names = [name for name, module in model.named_modules() if isinstance(module, Int4Linear | Int8Linear)]
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        layer = getattr(parent, child)
+        setattr(parent, child, from_int4(layer) if isinstance(layer, Int4Linear) else from_int8(layer))
+        del layer
     return model
