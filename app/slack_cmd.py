@@ -120,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
             handler = socket_mode_handler(build_app(bridge, client), secret)
             handler.connect()
             print("specrag: connected to Slack over Socket Mode; Ctrl-C stops", file=sys.stderr, flush=True)
-            _wait_for_signal()
+            try:
+                _wait_for_signal()
+            finally:
+                handler.close()  # its connection threads would otherwise outlive Ctrl-C
         else:
             server = http_server(build_app(bridge, client, http=True, signing_secret=secret), args.host, args.port)
             host, port = server.server_address[:2]
