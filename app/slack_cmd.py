@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import NoReturn
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
 from core.errors import SpecragError
@@ -120,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
             handler = socket_mode_handler(build_app(bridge, client), secret)
             handler.connect()
             print("specrag: connected to Slack over Socket Mode; Ctrl-C stops", file=sys.stderr, flush=True)
-            try:
-                _wait_for_signal()
-            finally:
-                handler.close()  # its connection threads would otherwise outlive Ctrl-C
+            status = _wait_for_signal()
+            # Slack SDK threads left behind held the interpreter open for over a minute after
+            # Ctrl-C in CI: close each part with a deadline, then leave at once.
+            _exit_now(status, handler.close, bridge.close)
         else:
             server = http_server(build_app(bridge, client, http=True, signing_secret=secret), args.host, args.port)
             host, port = server.server_address[:2]
@@ -134,12 +136,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_for_signal() -> None:
-    """Block until SIGTERM (returns) or Ctrl-C (KeyboardInterrupt, exit status 130)."""
-    stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+def _wait_for_signal() -> int:
+    """Block until SIGTERM or Ctrl-C; the exit status they call for (0 or 130)."""
+    stopped, status = threading.Event(), [0]
+
+    def stop(signum: int, _frame: object) -> None:
+        status[0] = 130 if signum == signal.SIGINT else 0
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     while not stopped.wait(1.0):
         pass
+    return status[0]
+
+
+def _exit_now(status: int, *closers: Callable[[], object], deadline: float = 5.0) -> NoReturn:
+    """Run each closer for at most `deadline` seconds, flush the logs and streams, exit with `status`.
+
+    The answer queue finishes its jobs within the deadline; the feedback store commits each write
+    atomically, so nothing is lost by not waiting for stray library threads."""
+    for close in closers:
+        thread = threading.Thread(target=close, daemon=True)
+        thread.start()
+        thread.join(deadline)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _serve_until_signal(server) -> None:
