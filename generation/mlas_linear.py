@@ -29,7 +29,8 @@ import torch
 from torch import nn
 
 from generation.gguf_blocks import GROUP
-from generation.quantized import Int4Linear, Int8Linear, _unpack_int4_centered, int4_block
+from generation.quantized import Int4Linear, Int8Linear, int4_block, unpack_int4_centered
+from generation.quantized_model import replace_module
 
 ACCURACY_INT8 = 4  # MatMulNBits accuracy_level: int8 activations, int32 accumulation
 THREADS = 0  # ONNX Runtime's pool size; 0: torch's thread count when the first layer is built
@@ -85,7 +86,7 @@ class MlasLinear(nn.Module):
 def from_int4(layer: Int4Linear) -> MlasLinear:
     """The same weights as `layer`, on MatMulNBits: codes and scales as they are, zeros as the second term."""
     k, n, group = layer.in_features, layer.out_features, layer.group
-    codes = (_unpack_int4_centered(layer.packed, k, int4_block()).to(torch.int16) + 8).to(torch.uint8)  # [K, N]
+    codes = (unpack_int4_centered(layer.packed, k, int4_block()).to(torch.int16) + 8).to(torch.uint8)  # [K, N]
     codes = codes.t().reshape(n, k // group, group)
     packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).contiguous().numpy()  # low nibble first
     scale = layer.scales_zeros[..., 0].float().t().contiguous().numpy()  # [N, K/group]
@@ -156,9 +157,7 @@ def to_mlas(model: nn.Module) -> nn.Module:
     weights, so the two copies of the whole model never coexist."""
     names = [name for name, module in model.named_modules() if isinstance(module, Int4Linear | Int8Linear)]
     for name in names:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        layer = getattr(parent, child)
-        setattr(parent, child, from_int4(layer) if isinstance(layer, Int4Linear) else from_int8(layer))
+        layer = model.get_submodule(name)
+        replace_module(model, name, from_int4(layer) if isinstance(layer, Int4Linear) else from_int8(layer))
         del layer
     return model

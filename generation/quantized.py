@@ -87,7 +87,7 @@ class Int4Linear(nn.Module):
 
         Codes are centred in int8 and the group's scale and zero broadcast over its 32 rows, so this
         is one conversion to `dtype` and one addcmul (half the time of repeating the scales per row)."""
-        codes = _unpack_int4_centered(self.packed, self.in_features, int4_block())
+        codes = unpack_int4_centered(self.packed, self.in_features, int4_block())
         groups = codes.reshape(-1, self.group, self.out_features)
         scale, zero = self.scales_zeros[..., 0].unsqueeze(1), self.scales_zeros[..., 1].unsqueeze(1)
         weight = torch.addcmul(zero.to(dtype), groups.to(dtype), scale.to(dtype))
@@ -106,7 +106,7 @@ def set_wide_dtype(dtype: torch.dtype) -> None:
     WIDE_DTYPE = dtype
 
 
-def _unpack_int4_centered(packed: torch.Tensor, in_features: int, block: int) -> torch.Tensor:
+def unpack_int4_centered(packed: torch.Tensor, in_features: int, block: int) -> torch.Tensor:
     """Codes - 8 as int8 [in, out] from `_convert_weight_to_int4pack_for_cpu`'s output. Found by probing
     torch 2.13: blocks of `block` output rows (64 on AVX512 builds, 32 on AVX2); per input column block/2
     bytes, low nibbles the block's first half of rows, high nibbles its second half."""
@@ -128,7 +128,7 @@ def int4_block() -> int | None:
     codes = torch.randint(0, 16, (128, 64), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
     for block in (64, 32):
-        if torch.equal(_unpack_int4_centered(packed, 64, block).t().to(torch.int32) + 8, codes):
+        if torch.equal(unpack_int4_centered(packed, 64, block).t().to(torch.int32) + 8, codes):
             return block
     return None
 

@@ -73,7 +73,7 @@ def quantize_module_tree(model: PreTrainedModel, mode: str = "int4", skip: tuple
         if isinstance(module, nn.Linear) and name not in skip:
             weight = module.weight.detach().float()
             bias = module.bias.detach() if module.bias is not None else None
-            _replace(model, name, quantized_linear(weight, bias, mode))
+            replace_module(model, name, quantized_linear(weight, bias, mode))
     model.config._attn_implementation = INVARIANT_ATTENTION
     for param in model.parameters():  # norms and embeddings stay float (not .float(): it would cast the bf16 scales)
         param.data = param.data.float()
@@ -86,9 +86,9 @@ def build_from_gguf(gguf: Path, config: PretrainedConfig, mode: str = "int4") ->
     model = _empty_model(config)
     for name, module in list(model.named_modules()):
         if isinstance(module, nn.Linear):
-            _replace(model, name, _linear_from_gguf(tensors, name, module, mode))
+            replace_module(model, name, _linear_from_gguf(tensors, name, module, mode))
         elif isinstance(module, nn.Embedding):
-            _replace(model, name, _embedding_from_gguf(tensors, name, module))
+            replace_module(model, name, _embedding_from_gguf(tensors, name, module))
         elif hasattr(module, "weight") and isinstance(module.weight, nn.Parameter):  # RMSNorm
             module.weight = nn.Parameter(tensors.floats(gguf_name(name) + ".weight"), requires_grad=False)
     return _finish(model)
@@ -109,7 +109,7 @@ def load_quantized(directory: Path) -> PreTrainedModel:
     model = _empty_model(AutoConfig.from_pretrained(directory))
     for name, kind in kinds.items():
         old = model.get_submodule(name)
-        _replace(model, name, _empty_like(kind, old, state, name))
+        replace_module(model, name, _empty_like(kind, old, state, name))
     model.load_state_dict(state, strict=False, assign=True)
     return _finish(model)
 
@@ -170,7 +170,7 @@ def _finish(model: PreTrainedModel) -> PreTrainedModel:
     for name, module in list(model.named_modules()):
         if any(b is not None and b.is_meta for b in module.buffers(recurse=False)):
             with torch.device("cpu"):
-                _replace(model, name, type(module)(model.config))
+                replace_module(model, name, type(module)(model.config))
     leftover = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if leftover:
         raise ValueError(f"quantized model has weights missing: {leftover[:3]}")
@@ -202,7 +202,8 @@ def _embedding_from_gguf(tensors: GGUFTensors, name: str, module: nn.Embedding) 
     return table
 
 
-def _replace(model: nn.Module, name: str, new: nn.Module) -> None:
+def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
+    """Put `new` where the submodule called `name` is."""
     parent, _, child = name.rpartition(".")
     setattr(model.get_submodule(parent) if parent else model, child, new)
 
