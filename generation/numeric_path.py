@@ -31,7 +31,7 @@ from generation.mlas_linear import available as mlas_available
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 from generation.quantized_model import MLAS
 
-PATHS = ("auto", "int4", "int8", "int4-mlas", "none")
+PATHS = ("auto", "int4", "int8", MLAS, "none")
 SHAPE = (8960, 1536)  # the default target's MLP projection
 ROWS = (1, 8)
 

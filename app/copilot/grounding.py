@@ -106,8 +106,9 @@ def _words(text: str) -> set[str]:
 
 
 def _pieces_of(text: str) -> set[str]:
-    """Every piece of every word of a passage, split as `pieces` splits a command's words."""
-    return {piece for word in _words(text) for _, piece in _split_word(word, first=False)} | _words(text)
+    """Every word of a passage and every piece of it, split as `pieces` splits a command's words."""
+    words = _words(text)
+    return words | {piece for word in words for _, piece in _split_word(word, first=False)}
 
 
 def pieces(line: str) -> list[tuple[str, str]]:
