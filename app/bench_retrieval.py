@@ -13,7 +13,9 @@ Latency is measured on the hybrid retriever with k=8 after a warm-up, over all q
 With --conversations (rows {id, kind, previous, question, gold}), each second question is
 searched as the copilot would search a follow-up, against the question with the previous
 one always and the question alone always: hit@5, MRR and precision (the share of the
-prompt's passages from a gold page), per kind (a real follow-up, or a new topic).
+prompt's passages from a gold page), per kind (a real follow-up, a new topic, or a
+question the corpus cannot answer, `gold: []`, whose hit@5 means nothing), and `gated`,
+the share the relevance gate would refuse on those passages (right only for unanswerable ones).
 """
 
 from __future__ import annotations
@@ -168,12 +170,12 @@ def evaluate(index: Path, questions: list[dict], repeats: int) -> dict:
 
 def follow_up_retrieval(index: Path, conversations: list[dict], k: int = DEFAULT_PASSAGES) -> dict:
     """hit@5, MRR and precision of the copilot's follow-up rule against its two fixed alternatives, per kind."""
-    from app.copilot import Copilot, CopilotOptions, Turn
+    from app.copilot import Copilot, CopilotOptions, Turn, gate
     from app.copilot.conversation import retrieval_query
     from app.eval.metrics import source_matches
 
     copilot = Copilot.retrieval_only(CopilotOptions(index_dir=index))
-    scores: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
+    scores: dict[str, dict[str, list[dict[str, float]]]] = {}
     for row in conversations:
         history = [Turn(row["previous"], "", ())]
         ranked = {
@@ -183,22 +185,22 @@ def follow_up_retrieval(index: Path, conversations: list[dict], k: int = DEFAULT
         }
         for policy, passages in ranked.items():
             sources = [p.source for p in passages]
+            figures = {"gated": float(not gate.assess(passages, copilot.embedding_model).covered)}
             found = retrieval_metrics(sources, row["gold"], ks=(5,))
-            precision = sum(any(source_matches(s, g) for g in row["gold"]) for s in sources) / max(len(sources), 1)
-            scores.setdefault(row["kind"], {}).setdefault(policy, []).append((found["hit@5"], found["mrr"], precision))
+            if found is not None:  # an unanswerable question has no gold page to find
+                hits = sum(any(source_matches(s, g) for g in row["gold"]) for s in sources)
+                figures |= {"hit@5": found["hit@5"], "mrr": found["mrr"], f"precision@{k}": hits / max(len(sources), 1)}
+            scores.setdefault(row["kind"], {}).setdefault(policy, []).append(figures)
     return {
-        kind: {
-            policy: {
-                "questions": len(rows),
-                **{
-                    name: round(float(np.mean([r[i] for r in rows])), 3)
-                    for i, name in enumerate(("hit@5", "mrr", f"precision@{k}"))
-                },
-            }
-            for policy, rows in policies.items()
-        }
+        kind: {policy: {"questions": len(rows), **_means(rows)} for policy, rows in policies.items()}
         for kind, policies in scores.items()
     }
+
+
+def _means(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's mean over the rows that have it, in the order the rows name them."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    return {name: round(float(np.mean([row[name] for row in rows if name in row])), 3) for name in names}
 
 
 def summary(results: dict) -> str:

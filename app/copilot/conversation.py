@@ -8,8 +8,15 @@ drown the new question's words. But a follow-up on a new topic searched together
 the old question gets passages on the old topic, and the model then mixes the two.
 "Stands on its own" reuses the relevance gate's calibrated test: the question alone
 retrieves a passage at or above the gate's similarity threshold (app/copilot/gate.py).
-Without a calibrated threshold (another embedding model) every follow-up is searched
-with the previous question. Measured on corpora/slurm/followups.jsonl with
+A question below it is searched with the previous one only if it leans on the
+conversation (`refers_back`: a pronoun or demonstrative such as "it" or "those", an
+opener such as "and" or "what about", or at most three words). Any other question names
+its own subject, so it is searched alone and the gate judges it alone: searched with the
+previous question, "Who is on call for the Lustre filesystem tonight?" after a question
+on pending jobs got the pending-job passages, passed the gate on them and was answered
+from them. English cues: a question in another language is searched alone. Without a
+calibrated threshold (another embedding model) every follow-up that refers back is
+searched with the previous question. Measured on corpora/slurm/followups.jsonl with
 `python -m app.bench_retrieval --conversations` (figures in README.md).
 
 History: the most recent turns that fit `history_tokens`, newest first, each kept
@@ -21,11 +28,28 @@ oldest are dropped when even that does not fit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.copilot.events import Passage, Turn
 from app.copilot.prompting import turn_messages
+
+# words that point back at an earlier turn; "there" and "one" are left out ("is there a way", "one GPU")
+_REFERRING = frozenset(
+    ["it", "its", "itself", "they", "them", "their", "theirs", "this", "that", "these", "those", "same"]
+)
+_OPENERS = ("and", "but", "or", "so", "also", "then", "what about", "how about", "what if")
+_ELLIPTICAL_WORDS = 3  # "Why?", "Any side effects?": too short to name a subject
+
+
+def refers_back(question: str) -> bool:
+    """Does `question` lean on the conversation before it (English cues; see the module docstring)?"""
+    words = re.findall(r"[a-z]+", question.casefold())
+    if len(words) <= _ELLIPTICAL_WORDS:
+        return True
+    text = " ".join(words)
+    return any(text.startswith(opener + " ") for opener in _OPENERS) or not _REFERRING.isdisjoint(words)
 
 
 def retrieval_query(question: str, history: Sequence[Turn]) -> str:
@@ -43,7 +67,7 @@ def follow_up_passages(
 ) -> tuple[list[Passage], str]:
     """Passages for `question` and the query that found them (the rule above)."""
     own = retrieve(question)
-    if not history or stands_alone(own):
+    if not history or stands_alone(own) or not refers_back(question):
         return own, question
     query = retrieval_query(question, history)
     return retrieve(query), query

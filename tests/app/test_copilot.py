@@ -295,9 +295,16 @@ def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
         AnswerOptions(repeat_span=-1)
 
 
-@pytest.mark.parametrize("similarity, searched_alone", [(0.9, True), (0.3, False)])
-def test_a_follow_up_that_stands_on_its_own_is_searched_without_the_previous_question(
-    tiny_engine, similarity, searched_alone
+@pytest.mark.parametrize(
+    "question, similarity, searched_alone",
+    [
+        ("Where do those munge keys live?", 0.9, True),  # it stands on its own: the gate's threshold is met
+        ("Where do those munge keys live?", 0.3, False),  # it refers back and does not stand alone
+        ("Who is on call for the munge service tonight?", 0.3, True),  # it names its own subject
+    ],
+)
+def test_a_follow_up_is_searched_with_the_previous_question_only_if_it_needs_it(
+    tiny_engine, question, similarity, searched_alone
 ):
     from app.copilot.gate import THRESHOLDS
 
@@ -310,10 +317,35 @@ def test_a_follow_up_that_stands_on_its_own_is_searched_without_the_previous_que
     )
     first = collect(copilot.answer("How do I drain a node?", options=AnswerOptions(max_new_tokens=8, gate="off")))
     retriever.queries.clear()
-    _, query = copilot.retrieve_for("Where do munge keys live?", [first.turn], 3)
-    expected = "Where do munge keys live?" + ("" if searched_alone else "\nHow do I drain a node?")
+    _, query = copilot.retrieve_for(question, [first.turn], 3)
+    expected = question + ("" if searched_alone else "\nHow do I drain a node?")
     assert query == expected and retriever.queries[-1] == expected
-    assert retriever.queries[0] == "Where do munge keys live?"  # the question alone is always tried first
-    # without a calibrated threshold (any other embedding model) a follow-up keeps the previous question
+    assert retriever.queries[0] == question  # the question alone is always tried first
+    if searched_alone and similarity < THRESHOLDS[calibrated]:
+        # judged on its own passages, the gate refuses it instead of answering from the old topic's
+        final = collect(copilot.answer(question, history=[first.turn]))
+        assert final.gated and final.finish_reason == "gated"
+    # without a calibrated threshold (any other embedding model) only a question that refers back keeps the
+    # previous question
     retriever.embedder = Embedder("another-model")
-    assert copilot.retrieve_for("Where do munge keys live?", [first.turn], 3)[1].endswith("\nHow do I drain a node?")
+    refers_back = "those" in question
+    assert copilot.retrieve_for(question, [first.turn], 3)[1].endswith("\nHow do I drain a node?") == refers_back
+
+
+@pytest.mark.parametrize(
+    "question, leans",
+    [
+        ("And how do I cancel one of them?", True),
+        ("What do the columns of that output mean?", True),
+        ("What about GPU nodes?", True),
+        ("Why?", True),
+        ("Any side effects?", True),
+        ("Who is on call for the Lustre filesystem tonight?", False),
+        ("Is there a way to list every reservation?", False),
+        ("How many euros does one GPU hour cost?", False),
+    ],
+)
+def test_a_question_leans_on_the_conversation_by_its_words(question, leans):
+    from app.copilot.conversation import refers_back
+
+    assert refers_back(question) is leans

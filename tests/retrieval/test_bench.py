@@ -22,7 +22,14 @@ CONVERSATIONS = [
         "previous": "how do I rotate the munge key",
         "question": "how do I restore the accounting database from a backup",
         "gold": ["backup.html"],
-    }
+    },
+    {
+        "id": "u1",
+        "kind": "unanswerable",
+        "previous": "how do I rotate the munge key",
+        "question": "who is on call for the tape library this weekend",
+        "gold": [],
+    },
 ]
 
 
@@ -53,8 +60,15 @@ def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, mi
     assert "hit@5: hybrid 0.667" in printed
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temp file left behind
     follow_ups = results["follow_ups"]
-    assert set(follow_ups) == {"new-topic"} and set(follow_ups["new-topic"]) == {"rule", "with previous", "alone"}
+    assert set(follow_ups) == {"new-topic", "unanswerable"}
+    assert set(follow_ups["new-topic"]) == {"rule", "with previous", "alone"}
     new_topic = follow_ups["new-topic"]
-    assert new_topic["alone"] == {"questions": 1, "hit@5": 1.0, "mrr": 1.0, "precision@6": 0.5}
+    alone = new_topic["alone"]
+    assert {k: alone[k] for k in ("questions", "hit@5", "mrr", "precision@6")} == {
+        "questions": 1, "hit@5": 1.0, "mrr": 1.0, "precision@6": 0.5
+    }  # fmt: skip
+    assert alone["gated"] in (0.0, 1.0)
+    # a question without gold has nothing to hit: only whether the gate would refuse it is reported
+    assert follow_ups["unanswerable"]["rule"] == {"questions": 1, "gated": 1.0}
     assert new_topic["rule"] in (new_topic["alone"], new_topic["with previous"])  # the rule picks one of the two
     assert "follow-ups, new-topic: rule questions 1" in printed
