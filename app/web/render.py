@@ -105,16 +105,23 @@ def _short_copies_as_own(segments: list[Segment]) -> list[Segment]:
 
 
 def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any]]) -> str:
-    """The answer with every copied span marked by its source number, and the legend of those numbers."""
+    """The answer with every copied span marked by its source number, and the legend of those numbers.
+
+    The answer is shown as text, except that its code fences are laid out: the ``` lines are
+    left out and the lines between them shown as code, and a mark goes after a copy's last
+    visible character (not after the newline before a closing fence, where it read as part of
+    the next line)."""
     copied = sorted({s.passage for s in segments if s.passage is not None})
     if not copied:
         return '<div class="sr-prov-none">Provenance: nothing was copied verbatim from the sources.</div>'
-    spans, pending = [], ""  # pending: a source mark waiting for the end of the word its copy stopped in
+    layout = _FenceLayout("".join(s.text for s in segments))
+    spans, pending, start = [], "", 0  # pending: a source mark waiting for the end of the word its copy stopped in
     for segment, following in zip(segments, [*segments[1:], None], strict=True):
+        end = start + len(segment.text)
         if segment.passage is None:
-            cut = len(segment.text) - len(segment.text.lstrip(_WORD_TAIL)) if pending else 0
-            spans.append(inert_html(segment.text[:cut]) + pending + inert_html(segment.text[cut:]))
-            pending = ""
+            cut = start + (len(segment.text) - len(segment.text.lstrip(_WORD_TAIL)) if pending else 0)
+            spans.append(layout.html(start, cut) + pending + layout.html(cut, end))
+            pending, start = "", end
             continue
         n = segment.passage
         mark = f'<sup class="prov-n">{n}</sup>'
@@ -126,10 +133,12 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
             and following.text[:1] in _WORD_TAIL
         )
         pending = mark if inside_word else ""
+        last = layout.last_visible(start, end)
         spans.append(
             f'<span class="prov prov-c{n % PALETTE}" title="copied verbatim from source [{n}]">'
-            f"{inert_html(segment.text)}{'' if inside_word else mark}</span>"
+            f"{layout.html(start, last)}{'' if inside_word else mark}</span>{layout.html(last, end)}"
         )
+        start = end
     titles = {s["number"]: s["title"] or s["path"] for s in sources}
     legend = " ".join(
         f'<span class="prov prov-c{n % PALETTE}">[{n}]</span> {html.escape(titles.get(n, ""))}' for n in copied
@@ -140,6 +149,42 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
         f'<div class="sr-legend">Copied verbatim from source: {legend} · unmarked text: written by the model</div>'
         "</div>"
     )
+
+
+class _FenceLayout:
+    """Which characters of an answer are ``` fence lines (hidden) and which are fenced code."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.kind = [""] * len(text)  # "": prose, "fence": hidden, "code"
+        inside, pos = False, 0
+        for line in text.splitlines(keepends=True):
+            fence = line.strip().startswith("```")
+            if fence or inside:
+                self.kind[pos : pos + len(line)] = ["fence" if fence else "code"] * len(line)
+            inside ^= fence
+            pos += len(line)
+
+    def html(self, start: int, end: int) -> str:
+        """text[start:end] as inert HTML: fence lines dropped, code lines in a <code> span."""
+        out, i = [], start
+        while i < end:
+            j = i
+            while j < end and self.kind[j] == self.kind[i]:
+                j += 1
+            piece = inert_html(self.text[i:j])
+            if self.kind[i] == "code":
+                out.append(f'<code class="sr-prov-code">{piece}</code>')
+            elif self.kind[i] != "fence":
+                out.append(piece)
+            i = j
+        return "".join(out)
+
+    def last_visible(self, start: int, end: int) -> int:
+        """The end of text[start:end] without its trailing whitespace and fence lines (start if nothing is left)."""
+        while end > start and (self.text[end - 1].isspace() or self.kind[end - 1] == "fence"):
+            end -= 1
+        return end
 
 
 _WORD_TAIL = "".join(chr(c) for c in range(128) if chr(c).isalnum()) + "_-."  # how a word goes on (ASCII)

@@ -94,5 +94,18 @@ def test_provenance_marks_inside_a_code_fence_stay_markup_when_the_chat_renders_
     ]
     rendered = MarkdownIt("commonmark", {"html": True}).render(render.provenance_html(segments, SOURCES))
     assert "&lt;span" not in rendered and "<code>" not in rendered and "<em>" not in rendered
-    assert '<span class="prov prov-c1" title="copied verbatim from source [1]"> NodeName=c042 State=RESUME' in rendered
-    assert "&#96;&#96;&#96;bash<br>scontrol update" in rendered  # the fence is shown as text, line by line
+    assert (
+        '<span class="prov prov-c1" title="copied verbatim from source [1]"><code class="sr-prov-code"> NodeName=c042 '
+        'State=RESUME</code><sup class="prov-n">1</sup></span>'
+    ) in rendered
+    # the fence lines are left out and the fenced line is shown as code
+    assert "&#96;&#96;&#96;" not in rendered and '<code class="sr-prov-code">scontrol update</code>' in rendered
+    assert "Then check &#96;sinfo -R&#96; and &#42;wait&#42;." in rendered  # prose stays text
+
+
+def test_a_copy_that_ends_a_code_line_gets_its_mark_on_that_line_not_before_the_closing_fence():
+    """Seen in the chat: 'scontrol update NodeName=adev13 State=DRAIN' then, on the next line, '3```'."""
+    segments = [Segment("[3] Drain it:\n\n```\n"), Segment("scontrol update State=DRAIN\n", 3), Segment("```\nDone.")]
+    html = render.provenance_html(segments, SOURCES)
+    code = '<code class="sr-prov-code">scontrol update State=DRAIN</code>'
+    assert f'{code}<sup class="prov-n">3</sup></span><code class="sr-prov-code"><br></code>Done.' in html
