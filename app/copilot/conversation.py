@@ -53,10 +53,10 @@ def refers_back(question: str) -> bool:
 
 
 def retrieval_query(question: str, history: Sequence[Turn]) -> str:
-    """The query for a question that does not stand on its own: it, then the previous question."""
-    if not history:
-        return question
-    return f"{question}\n{history[-1].question}"
+    """The query for a question that does not stand on its own: it, then the previous question the
+    gate did not refuse ("how do I undo it?" after a refused question goes back to the topic before)."""
+    previous = next((turn.question for turn in reversed(history) if not turn.refused), None)
+    return question if previous is None else f"{question}\n{previous}"
 
 
 def follow_up_passages(

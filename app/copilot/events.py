@@ -37,6 +37,7 @@ class Turn:
     question: str
     answer: str
     passages: tuple[Passage, ...] = ()
+    refused: bool = False  # the relevance gate refused it: no topic a follow-up could continue
 
 
 @dataclass(frozen=True)

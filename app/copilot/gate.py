@@ -54,9 +54,12 @@ def assess(passages: Sequence[Passage], embedding_model: str | None) -> Relevanc
     return Relevance(best_similarity(passages), THRESHOLDS.get(embedding_model or ""))
 
 
+REFUSAL = "The sources do not cover this question, so I will not guess an answer."
+
+
 def refusal_text(passages: Sequence[Passage]) -> str:
     """What the copilot says instead of answering: plain, with the nearest sources to look at."""
-    lines = ["The sources do not cover this question, so I will not guess an answer."]
+    lines = [REFUSAL]
     if passages:
         lines.append("The nearest sources I found are:")
         lines += [

@@ -190,7 +190,7 @@ class Copilot:
             prompt_ids=[],
             output_ids=[],
             origins=[],
-            turn=Turn(prepared.question, text, ()),
+            turn=Turn(prepared.question, text, (), refused=True),
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             gated=True,

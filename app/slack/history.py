@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from app.copilot import Turn
+from app.copilot.gate import REFUSAL
 from app.slack.render import ERROR_PREFIX, FOOTER_HEADINGS, NOTICE_PREFIX, unescape
 
 _USER_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
@@ -65,8 +66,13 @@ def thread_turns(messages: Iterable[dict], bot: BotIdentity, before_ts: str) -> 
             continue  # other bots, joins, edits
         else:
             if question and parts:
-                turns.append(Turn(question, "\n".join(parts)))
+                turns.append(_turn(question, parts))
             question, parts = clean_question(text, bot), []
     if question and parts:
-        turns.append(Turn(question, "\n".join(parts)))
+        turns.append(_turn(question, parts))
     return turns
+
+
+def _turn(question: str, parts: list[str]) -> Turn:
+    answer = "\n".join(parts)
+    return Turn(question, answer, refused=answer.startswith(REFUSAL))  # the gate's own words

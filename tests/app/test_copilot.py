@@ -349,3 +349,23 @@ def test_a_question_leans_on_the_conversation_by_its_words(question, leans):
     from app.copilot.conversation import refers_back
 
     assert refers_back(question) is leans
+
+
+def test_a_follow_up_after_a_refused_question_goes_back_to_the_topic_before_it(tiny_engine):
+    from app.copilot.conversation import retrieval_query
+    from app.copilot.gate import THRESHOLDS
+
+    retriever = FakeRetriever(
+        [(f"runbook-{i}.md", t) for i, t in enumerate(RUNBOOK)],
+        similarity=0.3,
+        embedder=Embedder(next(iter(THRESHOLDS))),
+    )
+    copilot = Copilot(
+        loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(max_new_tokens=8)), retriever
+    )
+    first = collect(copilot.answer("How do I drain a node?", options=AnswerOptions(max_new_tokens=8, gate="off")))
+    refused = collect(copilot.answer("Who is on call for the tape library tonight?", history=[first.turn]))
+    assert refused.gated and refused.turn.refused and not first.turn.refused
+    _, query = copilot.retrieve_for("And how do I undo it?", [first.turn, refused.turn], 3)
+    assert query == "And how do I undo it?\nHow do I drain a node?"
+    assert retrieval_query("why?", [refused.turn]) == "why?"  # nothing answered to go back to
