@@ -105,6 +105,23 @@ def test_prefill_sized_passes_take_the_dequantized_matmul_and_agree_with_the_ker
     assert (linear(x) - kernel).abs().max() < 0.02 * kernel.abs().max()  # bf16 rounding of the weight only
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dequantized_weights_are_the_kernel_formula_exactly_and_the_workspace_is_reused_safely(dtype):
+    from generation import quantized as q
+
+    a4, b4 = (Int4Linear.from_float(torch.randn(n, k) * 0.05, None) for n, k in ((128, 64), (64, 128)))
+    a8 = Int8Linear.from_float(torch.randn(q.INT8_ROWS_PER_STEP + 44, 64) * 0.05, None)  # two blocks of rows
+    codes = q.unpack_int4_centered(a4.packed, 64, q.int4_block()).reshape(-1, 32, 128)
+    scale, zero = a4.scales_zeros[..., 0].unsqueeze(1), a4.scales_zeros[..., 1].unsqueeze(1)
+    expected4 = torch.addcmul(zero.to(dtype), codes.to(dtype), scale.to(dtype)).reshape(64, 128)
+    expected8 = a8.weight_int8.to(dtype) * a8.scales[:, None].to(dtype)
+    assert torch.equal(a4.dequantized_t(dtype), expected4) and torch.equal(a8.dequantized(dtype), expected8)
+    first = a4.dequantized_t(dtype, reuse=True).clone()
+    b4.dequantized_t(dtype, reuse=True)  # other layers write the same workspace in between
+    assert torch.equal(a8.dequantized(dtype, reuse=True), expected8)
+    assert torch.equal(first, expected4) and torch.equal(a4.dequantized_t(dtype, reuse=True), expected4)
+
+
 class FakeGGUF:
     """GGUFTensors' reading verbs over a dict of (kind, float weight)."""
 
@@ -151,7 +168,7 @@ def test_the_int4_prefill_crossover_is_measured_once_per_machine_and_never_reach
     monkeypatch.setattr(numeric_path, "measure_wide_plan", lambda: calls.append(1) or {"dtype": "float32", "rows": 437})
     cache = tmp_path / "calibration.json"
     assert numeric_path.cached_wide_plan(cache) == numeric_path.cached_wide_plan(cache) == (torch.float32, 437)
-    assert calls == [1] and any(k.startswith("wide-plan:") for k in json.loads(cache.read_text()))
+    assert calls == [1] and any(k.startswith(f"{numeric_path.WIDE_PLAN}:") for k in json.loads(cache.read_text()))
     saved = q.WIDE_ROWS_INT4
     try:
         q.set_int4_wide_rows(3)
