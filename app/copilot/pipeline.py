@@ -177,7 +177,8 @@ class Copilot:
             "elapsed_s": round(time.perf_counter() - started, 4),
         }
         yield Token(text, [], [], stats)
-        citations = cite.build_citations(text, [], [], prepared.all_passages, lambda t: "")
+        # the refusal lists the nearest sources as [n], but cites none of them
+        citations = cite.build_citations("", [], [], prepared.all_passages, lambda t: "")
         yield Final(
             question=prepared.question,
             answer=text,

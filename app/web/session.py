@@ -56,6 +56,8 @@ class Exchange:
             self.answer += event.text
         elif isinstance(event, Final):
             self.final, self.answer = event, event.answer
+            if event.gated:
+                self.close("the sources do not cover this question: not answered")
 
     def close(self, title: str) -> None:
         if self.pending:

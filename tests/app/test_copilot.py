@@ -208,6 +208,14 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
     assert "do not cover" in final.answer and "runbook-0.md" in final.answer  # the nearest sources are named
     assert not any(isinstance(e, Status) and e.stage == "prefilling" for e in events)
     assert final.relevance == {"similarity": 0.3, "threshold": 0.5, "calibrated": True, "covered": False}
+    # the nearest sources are listed, not cited: no source is marked as the answer's
+    assert not any(source["cited"] for source in final.sources) and final.citations.markers == []
+    from app.web.session import Exchange
+
+    view = Exchange("How do I restart a kubernetes pod?")
+    for event in events:
+        view.apply(event)
+    assert view.title == "the sources do not cover this question: not answered" and not view.pending
 
 
 def test_gate_warn_answers_and_off_skips_the_check(copilot, calibrated):
