@@ -87,6 +87,8 @@ def print_summary(final: Final) -> None:
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: `{item.nearest}`" if item.nearest else ""
         print(f"  warning: {item.kind} `{item.text}` is not found in the sources{nearest}", file=sys.stderr)
+    for item in final.adapted:
+        print(f"  note: `{item.text}` is a source's {item.kind} with your own values; check them", file=sys.stderr)
     if final.citations.invalid:
         print(f"  warning: the answer cites passages that do not exist: {final.citations.invalid}", file=sys.stderr)
 

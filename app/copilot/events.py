@@ -117,6 +117,11 @@ class Final:
     def ungrounded(self) -> list[GroundingItem]:
         return [item for item in self.grounding if not item.found]
 
+    @property
+    def adapted(self) -> list[GroundingItem]:
+        """Found items that fill a source's command or option with the user's own values: check the values."""
+        return [item for item in self.grounding if item.found and item.adapted]
+
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
         record.pop("turn")

@@ -129,6 +129,8 @@ def footer(final: Final, markdown: bool = False) -> str:
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: {code}{escape(item.nearest)}{code}" if item.nearest else ""
         lines.append(f":warning: {item.kind} {code}{escape(item.text)}{code} is not found in the sources{nearest}")
+    for item in final.adapted:
+        lines.append(f"{code}{escape(item.text)}{code}: a source's {item.kind} with your own values; check them")
     if final.citations.invalid:
         lines.append(f":warning: the answer cites passages that do not exist: {final.citations.invalid}")
     lines.append(f"_{stats_line(final)}_")

@@ -214,6 +214,12 @@ def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) 
     note = (
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
     )
+    note += "".join(
+        f'<div class="sr-ok">↳ <code>{html.escape(item.text)}</code>: a source\'s {item.kind} with your own values; '
+        "check them</div>"
+        for item in items
+        if item.found and item.adapted
+    )
     if not lines:
         return note
     return (

@@ -60,6 +60,10 @@ def test_ungrounded_items_are_flagged_not_found_and_html_is_escaped():
     assert "not found in the sources" in html and "scontrol --force&lt;x&gt;" in html
     assert "cites [7]" in html and "1 command/path/code/specific item(s) found" in html
     assert render.grounding_html([GroundingItem("/etc/munge", "path", True)]).count("not found") == 0
+    adapted = GroundingItem("srun --gpus-per-node=volta:2", "code", True, adapted=True)
+    shown = render.grounding_html([adapted])
+    assert "1 command/path/code/specific item(s) found" in shown
+    assert "<code>srun --gpus-per-node=volta:2</code>: a source's code with your own values" in shown
     pointer = GroundingItem("scontrol update State=IDLE", "code", False, "scontrol update State=<RESUME>", 2)
     assert "; nearest in [2]: <code>scontrol update State=&lt;RESUME&gt;</code>" in render.grounding_html([pointer])
 

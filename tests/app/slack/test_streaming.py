@@ -50,6 +50,7 @@ def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_wit
             GroundingItem("scontrol drain <node>", "command", False),
             GroundingItem("sinfo -R", "command", True),
             GroundingItem("--afterok=1", "option", False, "--depend=afterok:1", 2),
+            GroundingItem("srun --gpus-per-node=volta:2", "code", True, adapted=True),
         ],
         citations=dataclasses.replace(long_answer[-1].citations, invalid=[7]),
     )
@@ -59,8 +60,9 @@ def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_wit
     assert lines[4] == ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources"
     pointer = "nearest in [2]: `--depend=afterok:1`"
     assert lines[5] == f":warning: option `--afterok=1` is not found in the sources; {pointer}"
-    assert lines[6] == ":warning: the answer cites passages that do not exist: [7]"
-    assert lines[7].startswith("_") and "tok/s" in lines[7] and len(lines) == 8
+    assert lines[6] == "`srun --gpus-per-node=volta:2`: a source's code with your own values; check them"
+    assert lines[7] == ":warning: the answer cites passages that do not exist: [7]"
+    assert lines[8].startswith("_") and "tok/s" in lines[8] and len(lines) == 9
 
 
 def test_a_stream_closed_midway_is_finished_by_updating_the_same_message(slack, long_answer):
