@@ -11,6 +11,7 @@ from pathlib import Path
 
 from app.copilot.gate import GATE_MODES
 from app.copilot.options import DEFAULT_PASSAGES, SPECULATION_MODES, AnswerOptions, CopilotOptions, ModelOptions
+from generation.path_names import PATHS
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +51,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(  # numeric path (generation/numeric_path.py)
         "--quant",
         default="auto",
-        choices=("auto", "int4", "int8", "int4-mlas", "none"),
+        choices=PATHS,
         help="numeric path: int4/int8 weight-only CPU kernels (int4-mlas: int4 on ONNX Runtime's kernels, faster, "
         "about twice the memory, needs the mlas extra), or none (float weights); default auto: the fastest of "
         "int4 and float32 measured on this CPU unless --dtype is given; float32 is --dtype float32",

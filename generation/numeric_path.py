@@ -28,10 +28,9 @@ from core.hardware import cpu_name
 from generation.calibration import read_table
 from generation.errors import ModelError
 from generation.mlas_linear import available as mlas_available
+from generation.path_names import MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
-from generation.quantized_model import MLAS
 
-PATHS = ("auto", "int4", "int8", MLAS, "none")
 SHAPE = (8960, 1536)  # the default target's MLP projection
 ROWS = (1, 8)
 

@@ -24,10 +24,10 @@ from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, Pre
 
 from generation.gguf_blocks import GGUFTensors, q4k_groups
 from generation.invariant_attention import NAME as INVARIANT_ATTENTION
+from generation.path_names import MLAS  # the int4 weights on ONNX Runtime's kernels (mlas_linear.py)
 from generation.quantized import HalfEmbedding, Int4Linear, Int8Linear, Q4KEmbedding
 
 QUANT_MODES = ("int4", "int8")
-MLAS = "int4-mlas"  # the int4 weights on ONNX Runtime's kernels (mlas_linear.py)
 # A draft model's build: every matrix the int4 kernel can tile goes to int4, re-quantized from the
 # GGUF's Q5_0 / Q8_0 / Q6_K values where it is not Q4_K. The draft only proposes and the target
 # decides, so a coarser draft cannot change an answer, only how many drafted tokens are accepted.
