@@ -50,14 +50,16 @@ def linearity_ratio(total: int, parts: int = 4, repeats: int = 3) -> float:
 def test_chunking_4mb_file_costs_what_four_1mb_files_cost():
     ratio = linearity_ratio(4 * MB)
     print(f"chunking 4 MB / 4 x 1 MB = {ratio:.2f}")
-    assert ratio <= 1.2
+    # Linear chunking measures 1.0-1.2 here (a 4 MB string misses cache more); the quadratic
+    # numbering this guards against would give ~4. 1.5 leaves room for a noisy shared core.
+    assert ratio <= 1.5
 
 
 @pytest.mark.slow
 def test_chunking_16mb_file_costs_what_four_4mb_files_cost():
     ratio = linearity_ratio(16 * MB, repeats=2)
     print(f"chunking 16 MB / 4 x 4 MB = {ratio:.2f}")
-    assert ratio <= 1.2
+    assert ratio <= 1.5
 
 
 @pytest.mark.parametrize("shape", ["lines", "one-line"])
