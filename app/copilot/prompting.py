@@ -98,9 +98,12 @@ def _label(passage: Passage) -> str:
 # cited). Opening *every* sentence with [n] was worse: the model walked the sources in order,
 # summarising each, and keyword recall fell from 0.44 to 0.36 (0.41 with only the first).
 # The answered exchange comes last: with the declined one last, the 1.5B model declined
-# answerable questions. A 1.5B model imitates a demonstration far more reliably than it obeys
-# a rule, and the demonstration sits in the fixed prefix, so its KV cache is computed once per
-# process.
+# answerable questions. Its answer comes from source 1, as retrieval ranks the best passage
+# first: with it from the last source, answers opened with [4] or [5] for 29 of 53 Slurm
+# questions although the passage richest in the expected keywords was [1] for 20 and [4]-[6]
+# for 12 (session 10; dev keyword recall 0.392 -> 0.467 on 20 questions, none lower).
+# A 1.5B model imitates a demonstration far more reliably than it obeys a rule, and the
+# demonstration sits in the fixed prefix, so its KV cache is computed once per process.
 _RESTORE = Passage(
     1,
     "Restore a deleted file with `bkp restore --snapshot latest --path FILE --to /srv/restore`; restores never "
@@ -129,14 +132,14 @@ DEMONSTRATION = [
         "role": "user",
         "content": user_content(
             "A user deleted a file yesterday. How do I get it back?",
-            [replace(_SCHEDULE, number=1), _LOGS, replace(_RESTORE, number=3)],
+            [_RESTORE, replace(_SCHEDULE, number=2), replace(_LOGS, number=3)],
         ),
     },
     {
         "role": "assistant",
-        "content": "[3] Restore it from the latest snapshot, which never overwrites the live file:\n\n"
+        "content": "[1] Restore it from the latest snapshot, which never overwrites the live file:\n\n"
         "```\nbkp restore --snapshot latest --path FILE --to /srv/restore\n```\n\n"
-        "Yesterday's file is in it: backups run nightly at 01:00 [1].",
+        "Yesterday's file is in it: backups run nightly at 01:00 [2].",
     },
 ]
 

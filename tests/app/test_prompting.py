@@ -48,9 +48,9 @@ def test_demonstration_declines_first_then_answers_opening_with_its_source_and_a
     command = command.strip()
     prose = [line for line in (before + after).split("\n") if line.strip()]
     assert command in DEMONSTRATION[2]["content"]  # copied verbatim from its source
-    assert re.match(r"\[3\] \S", prose[0])  # the answer opens with its source number
+    assert re.match(r"\[1\] \S", prose[0])  # the answer opens with its source number: the first, as ranked
     assert all(re.search(r"\[\d\]\S*$", line) for line in prose[1:])  # later sentences end with theirs
-    assert "[2]" not in answered and "Source 2 (" in DEMONSTRATION[2]["content"]  # the unrelated source is ignored
+    assert "[3]" not in answered and "Source 3 (" in DEMONSTRATION[2]["content"]  # the unrelated source is ignored
 
 
 def test_tokenizer_without_chat_template_gets_a_plain_prompt(tiny_models):
