@@ -201,7 +201,9 @@ class NativeStream:
                 self._append(self._pending[:cut])
             reopen = self._fences % 2 == 1  # the message ends inside a code block: close it, reopen next
             self._current().stop(markdown_text="\n```" if reopen else None)
-            self._stream, self._fences = None, 0
+            # the next message starts empty: without resetting _sent the next round found no room
+            # and started a stream only to stop it, leaving an empty message in the thread
+            self._stream, self._fences, self._sent = None, 0, 0
             self._pending = ("```\n" if reopen else "") + self._pending[cut:].lstrip("\n")
 
     def _append(self, text: str) -> None:

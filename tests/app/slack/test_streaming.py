@@ -31,7 +31,7 @@ def test_a_long_answer_continues_in_further_messages(slack, long_answer, native)
     settings = StreamSettings(native=native, stream_interval=0, update_interval=0, message_limit=120)
     final = render_answer(iter(long_answer), thread, settings, "C0OPS:1.0")
     messages = slack.bot_replies("C0OPS", "1.0")
-    assert len(messages) >= 3 and not any(m.streaming for m in messages)
+    assert len(messages) >= 3 and not any(m.streaming for m in messages) and all(m.text for m in messages)
     heading = "**Sources**" if native else "*Sources*"
     body, footer = re.split(rf"\n+{re.escape(heading)}\n", "\n".join(m.text for m in messages))
     expected = render.escape(final.answer) if native else render.to_mrkdwn(final.answer)
