@@ -107,11 +107,17 @@ class Final:
     models: dict[str, Any] = field(default_factory=dict)
     relevance: dict[str, Any] | None = None  # the gate's reading: similarity, threshold, covered
     gated: bool = False  # True: refused by the relevance gate, no model ran
+    withheld: str = ""  # not '': shown in place of the answer, which names contacts no source has (withhold.py)
 
     @property
     def finish_label(self) -> str:
         """How the answer ended, for people: the finish reason, spelled out where it is not obvious."""
         return FINISH_LABELS.get(self.finish_reason, self.finish_reason)
+
+    @property
+    def shown(self) -> str:
+        """What the front ends show: the answer, or the notice that withholds it."""
+        return self.withheld or self.answer
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

@@ -23,6 +23,7 @@ from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
+from app.copilot.withhold import withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
 
@@ -263,6 +264,10 @@ class Copilot:
         citations = cite.build_citations(answer, ids, origins, passages, lambda t: decode(t, skip_special_tokens=True))
         used = {*citations.valid, *citations.copied}
         shown = [p for p in passages if p in prepared.new_passages or p.number in used]
+        grounding = check_grounding(
+            answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
+        )
+        notice = withheld_notice(grounding)
         return Final(
             question=prepared.question,
             answer=answer,
@@ -270,16 +275,16 @@ class Copilot:
             passages=passages,
             sources=cite.source_list(shown, citations),
             citations=citations,
-            grounding=check_grounding(
-                answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
-            ),
+            grounding=grounding,
             stats=stats,
             prompt_ids=prepared.prompt_ids,
             output_ids=ids,
             origins=origins,
-            turn=Turn(prepared.question, answer, tuple(prepared.new_passages)),
+            # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention
+            turn=Turn(prepared.question, notice or answer, tuple(prepared.new_passages), refused=bool(notice)),
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
+            withheld=notice,
         )
 
     def generation_config(self, options: AnswerOptions) -> GenerationConfig:

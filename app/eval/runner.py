@@ -35,7 +35,7 @@ def evaluate_question(
             return row
         final = collect(copilot.answer(question.question, options=options, passages=passages))
         row["answer"] = answer_record(final, question)
-        row["abstention"] = abstention_record(final.answer, question)
+        row["abstention"] = abstention_record(final.shown, question)  # what the user saw: a withheld answer abstains
         row["speed"] = speed_record(final.stats)
         if compare_plain:
             plain_options = replace(options, speculation="none")
@@ -77,12 +77,13 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
     items = final.grounding
     return {
         "text": final.answer,
+        "withheld": final.withheld,  # not '': the user saw this notice instead of the text, and it is scored
         "finish_reason": final.finish_reason,
         "passages_in_prompt": len(final.passages),
-        "keyword_recall": metrics.keyword_recall(final.answer, question.keywords),
-        "exact_match": metrics.exact_match(final.answer, question.references),
-        "f1": metrics.token_f1(final.answer, question.references),
-        "reference_contained": metrics.reference_contained(final.answer, question.references),
+        "keyword_recall": metrics.keyword_recall(final.shown, question.keywords),
+        "exact_match": metrics.exact_match(final.shown, question.references),
+        "f1": metrics.token_f1(final.shown, question.references),
+        "reference_contained": metrics.reference_contained(final.shown, question.references),
         "citations": {
             "valid": not citations.invalid,
             "markers": citations.markers,

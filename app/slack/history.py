@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from app.copilot import Turn
 from app.copilot.gate import REFUSAL
+from app.copilot.withhold import WITHHELD
 from app.slack.render import ERROR_PREFIX, FOOTER_HEADINGS, NOTICE_PREFIX, unescape
 
 _USER_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
@@ -75,4 +76,4 @@ def thread_turns(messages: Iterable[dict], bot: BotIdentity, before_ts: str) -> 
 
 def _turn(question: str, parts: list[str]) -> Turn:
     answer = "\n".join(parts)
-    return Turn(question, answer, refused=answer.startswith(REFUSAL))  # the gate's own words
+    return Turn(question, answer, refused=answer.startswith((REFUSAL, WITHHELD)))  # the copilot's own words

@@ -28,6 +28,7 @@ from app.slack import render
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "_(answer interrupted)_"
+WITHHELD_REST = "_(withheld: see the message above)_"
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,12 @@ class AnswerWriter:
     def finish(self, final: Final, answer_key: str) -> None:
         if self.native is not None:
             try:
-                return self.native.finish(final, answer_key)
+                if not final.withheld:
+                    return self.native.finish(final, answer_key)
+                # a withheld answer's streamed words are overwritten: end the stream, then update its messages
+                self.native.end()
+                native, self.native = self.native, None
+                self.placeholder = Placeholder(self.thread, self.settings, native.markdown, native.message_ts)
             except SlackApiError as err:
                 self._fall_back(err)
         self.placeholder.finish(final, answer_key)
@@ -174,6 +180,12 @@ class NativeStream:
     def abort(self) -> None:
         self._flush()
         self._current().stop(markdown_text=f"\n\n{INTERRUPTED}")
+
+    def end(self) -> None:
+        """Stop the open stream without sending what is pending (the messages are rewritten next)."""
+        if self._stream is not None:
+            self._stream.stop()
+            self._stream = None
 
     def _current(self) -> Any:
         if self._stream is None:
@@ -236,9 +248,12 @@ class Placeholder:
             self._show(render.split_message(render.to_mrkdwn(self.markdown), self.settings.message_limit))
 
     def finish(self, final: Final, answer_key: str) -> None:
-        text = render.to_mrkdwn(final.answer).strip()
+        text = render.to_mrkdwn(final.shown).strip()  # replaces the streamed words of a withheld answer
         pieces = render.split_message(f"{text}\n\n{render.footer(final)}".strip(), self.settings.message_limit)
         self._show(pieces, answer_key)
+        if final.withheld:  # messages the longer streamed answer filled and the notice does not
+            for ts in self.message_ts[len(pieces) :]:
+                self.thread.client.chat_update(channel=self.thread.channel, ts=ts, text=WITHHELD_REST)
 
     def abort(self) -> None:
         text = f"{render.to_mrkdwn(self.markdown).strip()}\n\n{INTERRUPTED}"

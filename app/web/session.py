@@ -55,9 +55,11 @@ class Exchange:
         elif isinstance(event, Token):
             self.answer += event.text
         elif isinstance(event, Final):
-            self.final, self.answer = event, event.answer
+            self.final, self.answer = event, event.shown
             if event.gated:
                 self.close("the sources do not cover this question: not answered")
+            elif event.withheld:
+                self.warning = "the answer named contact details that no source contains: it is withheld"
 
     def close(self, title: str) -> None:
         if self.pending:

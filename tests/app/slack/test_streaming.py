@@ -9,7 +9,7 @@ from conftest import BOT_TOKEN, OPTIONS
 from app.copilot import GroundingItem, Status, Token, collect
 from app.slack import render
 from app.slack.server import make_client
-from app.slack.streaming import SlackThread, StreamSettings, render_answer
+from app.slack.streaming import WITHHELD_REST, SlackThread, StreamSettings, render_answer
 
 WORDS = [f"Step {i}: drain node{i} with `scontrol` & wait for <idle>.\n\n" for i in range(8)]
 
@@ -74,3 +74,17 @@ def test_a_stream_closed_midway_is_finished_by_updating_the_same_message(slack, 
     assert [c.params["ts"] for c in slack.calls_to("chat.update")][-1] == message.ts
     assert message.text.startswith(render.to_mrkdwn(final.answer).strip() + "\n\n*Sources*\n")
     assert message.blocks[-1]["elements"][0]["value"] == "C0OPS:1.0"
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_withheld_answer_overwrites_every_message_its_words_were_streamed_into(slack, long_answer, native):
+    notice = "The sources do not cover this: the drafted answer named a phone number that no source contains."
+    final = dataclasses.replace(long_answer[-1], withheld=notice)
+    thread = SlackThread(make_client(BOT_TOKEN, base_url=slack.api_url), "C0OPS", "1.0", "U0ALICE", "T0OPS")
+    settings = StreamSettings(native=native, stream_interval=0, update_interval=0, message_limit=120)
+    render_answer(iter([*long_answer[:-1], final]), thread, settings, "C0OPS:1.0")
+    messages = [m.text for m in slack.bot_replies("C0OPS", "1.0")]
+    pieces = render.split_message(f"{render.to_mrkdwn(notice)}\n\n{render.footer(final)}", 120)
+    assert len(messages) > len(pieces)  # the words had filled more messages than the notice needs
+    assert messages == pieces + [WITHHELD_REST] * (len(messages) - len(pieces))
+    assert not any("drain node" in m for m in messages)

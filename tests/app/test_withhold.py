@@ -1,0 +1,83 @@
+"""An answer naming a phone number or email address that no source has is withheld, in every front end."""
+
+import dataclasses
+
+import pytest
+from copilot_fakes import FakeRetriever
+
+from app.copilot import AnswerOptions, Copilot, CopilotOptions, GroundingItem, ModelOptions, collect, loading
+from app.copilot import pipeline as pipeline_module
+from app.copilot.grounding import check_grounding
+from app.copilot.withhold import WITHHELD, withheld_notice
+from app.eval.abstention import abstains
+from app.eval.questions import Question
+from app.eval.runner import answer_record
+from app.web.session import Exchange
+
+PASSAGES = [
+    "The Slurm User Group Meeting 2023 is held at Brigham Young University.",
+    "Report outages to the operations desk at +41 22 767 1111 or ops-desk@example.org.",
+]
+
+
+def notice_for(answer: str, question: str = "Who is on call tonight?") -> str:
+    return withheld_notice(check_grounding(answer, PASSAGES, question))
+
+
+def test_an_invented_phone_or_email_withholds_the_answer_and_the_notice_abstains():
+    phone = notice_for("The on-call administrator is Doug Jacobsen [1]. His pager number is 555-1234 [2].")
+    assert phone.startswith(WITHHELD) and "a phone number" in phone and "555-1234" not in phone
+    assert abstains(phone)  # the eval scores the notice as the user saw it
+    email = notice_for("Write to oncall@cluster.example.org [2].")
+    assert "an email address" in email and "oncall@" not in email
+
+
+def test_contacts_the_sources_or_the_question_give_are_shown():
+    assert notice_for("Call the operations desk at +41 22 767 1111 or write to ops-desk@example.org [2].") == ""
+    assert notice_for("Page 555 0134 as you asked [1].", "Should I page 555-0134 for this?") == ""
+
+
+def test_other_unfound_specifics_stay_flags_on_a_shown_answer():
+    answer = "Drain it for 45 minutes with `scontrol drain` and tell Doug Jacobsen [1]."
+    items = check_grounding(answer, PASSAGES, "How do I drain a node?")
+    assert any(not item.found for item in items)  # flagged ...
+    assert withheld_notice(items) == ""  # ... but not withheld: claims to check, not an address to use
+
+
+@pytest.fixture
+def withholding_copilot(tiny_engine, monkeypatch):
+    """The tiny model's words, graded as if they named a made-up pager number."""
+    real = pipeline_module.check_grounding
+    invented = GroundingItem("555-1234", "phone", False)
+    monkeypatch.setattr(pipeline_module, "check_grounding", lambda *args: [*real(*args), invented])
+    retriever = FakeRetriever([("oncall.md", PASSAGES[0]), ("desk.md", PASSAGES[1])], heading="Contacts")
+    options = CopilotOptions(answer=AnswerOptions(max_new_tokens=16, gate="off"))
+    return Copilot(loading.load_engine(ModelOptions()), options, retriever)
+
+
+def test_the_pipeline_keeps_the_generated_words_but_hands_on_the_notice(withholding_copilot):
+    events = list(withholding_copilot.answer("Who is on call tonight?"))
+    final = events[-1]
+    assert final.withheld.startswith(WITHHELD) and final.shown == final.withheld
+    assert "".join(e.text for e in events[1:-1] if hasattr(e, "token_ids")) == final.answer  # still exact
+    assert final.turn.answer == final.withheld and final.turn.refused  # no follow-up builds on the invention
+    follow_up = collect(withholding_copilot.answer("And their email?", [final.turn]))
+    prompt = withholding_copilot.engine.tokenizer.decode(follow_up.prompt_ids)
+    assert final.withheld in prompt and (len(final.answer) < 8 or final.answer not in prompt)
+
+
+def test_the_web_chat_shows_the_notice_and_no_provenance_of_the_withheld_words(withholding_copilot):
+    exchange = Exchange("Who is on call tonight?")
+    for event in withholding_copilot.answer(exchange.question):
+        exchange.apply(event)
+    contents = [m["content"] for m in exchange.messages()]
+    answer = contents[-1]
+    assert answer.startswith(exchange.final.withheld) and "sr-prov" not in answer
+    assert any("withheld" in c and "sr-error" in c for c in contents[:-1])
+
+
+def test_the_eval_scores_what_the_user_saw(withholding_copilot):
+    final = collect(withholding_copilot.answer("Who is on call tonight?"))
+    final = dataclasses.replace(final, answer=f"{final.answer} sinfo-zq9")  # the keyword is in the hidden words
+    record = answer_record(final, Question("q1", "Who is on call tonight?", keywords=("sinfo-zq9",)))
+    assert record["withheld"] == final.withheld and record["keyword_recall"] == 0.0
