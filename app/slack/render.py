@@ -20,6 +20,7 @@ FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specra
 FOOTER_HEADINGS = ("*Sources*", "**Sources**")
 NOTICE_PREFIX = ":hourglass_flowing_sand:"
 ERROR_PREFIX = ":warning: Sorry"
+WITHHELD_REST = "_(withheld: see the message above)_"  # a streamed message the withheld notice did not need
 
 _FENCE = re.compile(r"^\s*```")
 _INLINE_CODE = re.compile(r"(`[^`\n]+`)")

@@ -28,7 +28,6 @@ from app.slack import render
 log = logging.getLogger(__name__)
 
 INTERRUPTED = "_(answer interrupted)_"
-WITHHELD_REST = "_(withheld: see the message above)_"
 
 
 @dataclass(frozen=True)
@@ -253,7 +252,7 @@ class Placeholder:
         self._show(pieces, answer_key)
         if final.withheld:  # messages the longer streamed answer filled and the notice does not
             for ts in self.message_ts[len(pieces) :]:
-                self.thread.client.chat_update(channel=self.thread.channel, ts=ts, text=WITHHELD_REST)
+                self.thread.client.chat_update(channel=self.thread.channel, ts=ts, text=render.WITHHELD_REST)
 
     def abort(self) -> None:
         text = f"{render.to_mrkdwn(self.markdown).strip()}\n\n{INTERRUPTED}"

@@ -4,8 +4,9 @@ import threading
 
 import pytest
 
-from app.copilot import Turn
+from app.copilot import GroundingItem, Turn
 from app.copilot.gate import REFUSAL, refusal_text
+from app.copilot.withhold import withheld_notice
 from app.slack import render
 from app.slack.history import BotIdentity, clean_question, strip_footer, thread_turns
 from app.slack.queue import AnswerQueue, Deduper
@@ -61,13 +62,19 @@ def test_the_thread_becomes_turns_without_footers_notices_errors_or_other_bots()
         msg(9, "part two\n\n*Sources*\n1. x", user="UBOT"),
         msg(10, "<@UBOT> who is on call tonight?"),
         msg(11, render.to_mrkdwn(refusal_text([])) + footer, user="UBOT"),
-        msg(12, "<@UBOT> the question being answered"),
-        msg(13, "a later answer", user="UBOT"),
+        msg(12, "<@UBOT> and their pager?"),
+        msg(13, render.to_mrkdwn(withheld_notice([GroundingItem("555-1234", "phone", False)])) + footer, user="UBOT"),
+        msg(14, render.WITHHELD_REST, user="UBOT"),
+        msg(15, "<@UBOT> the question being answered"),
+        msg(16, "a later answer", user="UBOT"),
     ]
-    turns = thread_turns(messages, BOT, before_ts="12.0")
+    turns = thread_turns(messages, BOT, before_ts="15.0")
     assert turns[:2] == [Turn("how do I drain?", "Use scontrol & wait."), Turn("and resume?", "part one\npart two")]
     # the gate's refusal is known as such, so a follow-up after it is searched with "and resume?"
-    assert turns[2] == Turn("who is on call tonight?", REFUSAL, refused=True) and len(turns) == 3
+    assert turns[2] == Turn("who is on call tonight?", REFUSAL, refused=True)
+    # so is a withheld answer's notice, without the filler of the messages it overwrote
+    notice = withheld_notice([GroundingItem("555-1234", "phone", False)])
+    assert turns[3] == Turn("and their pager?", notice, refused=True) and len(turns) == 4
     assert strip_footer("no footer here") == "no footer here"
 
 

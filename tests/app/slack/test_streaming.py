@@ -9,7 +9,7 @@ from conftest import BOT_TOKEN, OPTIONS
 from app.copilot import GroundingItem, Status, Token, collect
 from app.slack import render
 from app.slack.server import make_client
-from app.slack.streaming import WITHHELD_REST, SlackThread, StreamSettings, render_answer
+from app.slack.streaming import SlackThread, StreamSettings, render_answer
 
 WORDS = [f"Step {i}: drain node{i} with `scontrol` & wait for <idle>.\n\n" for i in range(8)]
 
@@ -86,5 +86,5 @@ def test_a_withheld_answer_overwrites_every_message_its_words_were_streamed_into
     messages = [m.text for m in slack.bot_replies("C0OPS", "1.0")]
     pieces = render.split_message(f"{render.to_mrkdwn(notice)}\n\n{render.footer(final)}", 120)
     assert len(messages) > len(pieces)  # the words had filled more messages than the notice needs
-    assert messages == pieces + [WITHHELD_REST] * (len(messages) - len(pieces))
+    assert messages == pieces + [render.WITHHELD_REST] * (len(messages) - len(pieces))
     assert not any("drain node" in m for m in messages)
