@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 from copilot_fakes import FakeRetriever
 
+from app.cli import main
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, GroundingItem, ModelOptions, collect, loading
 from app.copilot import pipeline as pipeline_module
 from app.copilot.grounding import check_grounding
@@ -81,3 +82,15 @@ def test_the_eval_scores_what_the_user_saw(withholding_copilot):
     final = dataclasses.replace(final, answer=f"{final.answer} sinfo-zq9")  # the keyword is in the hidden words
     record = answer_record(final, Question("q1", "Who is on call tonight?", keywords=("sinfo-zq9",)))
     assert record["withheld"] == final.withheld and record["keyword_recall"] == 0.0
+
+
+def test_ask_prints_the_notice_after_the_streamed_words(tiny_engine, monkeypatch, capsys, tmp_path):
+    real = pipeline_module.check_grounding
+    monkeypatch.setattr(
+        pipeline_module, "check_grounding", lambda *args: [*real(*args), GroundingItem("555-1234", "phone", False)]
+    )
+    context = tmp_path / "oncall.txt"
+    context.write_text(PASSAGES[0])
+    assert main(["ask", "Who is on call tonight?", "--context-file", str(context), "--max-new-tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    assert f"⚠ WITHHELD: {WITHHELD}" in out
