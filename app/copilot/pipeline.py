@@ -262,18 +262,20 @@ class Copilot:
         passages = prepared.all_passages
         decode = self.engine.tokenizer.decode
         citations = cite.build_citations(answer, ids, origins, passages, lambda t: decode(t, skip_special_tokens=True))
-        used = {*citations.valid, *citations.copied}
-        shown = [p for p in passages if p in prepared.new_passages or p.number in used]
         grounding = check_grounding(
             answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
         )
         notice = withheld_notice(grounding)
+        # the sources list marks what the shown text cites: nothing, when the answer is withheld
+        listed = cite.build_citations("", [], [], passages, lambda t: "") if notice else citations
+        used = {*listed.valid, *listed.copied}
+        shown = [p for p in passages if p in prepared.new_passages or p.number in used]
         return Final(
             question=prepared.question,
             answer=answer,
             finish_reason=finish,
             passages=passages,
-            sources=cite.source_list(shown, citations),
+            sources=cite.source_list(shown, listed),
             citations=citations,
             grounding=grounding,
             stats=stats,

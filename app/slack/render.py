@@ -127,12 +127,13 @@ def footer(final: Final, markdown: bool = False) -> str:
         lines.append(f"{source['number']}. {title}{heading} — {code}{escape(source['path'])}{code}")
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")
-    for item in final.ungrounded:
+    checked = not final.withheld  # a withheld answer's items are not shown, the invented contact least of all
+    for item in final.ungrounded if checked else ():
         nearest = f"; nearest in [{item.nearest_source}]: {code}{escape(item.nearest)}{code}" if item.nearest else ""
         lines.append(f":warning: {item.kind} {code}{escape(item.text)}{code} is not found in the sources{nearest}")
-    for item in final.adapted:
+    for item in final.adapted if checked else ():
         lines.append(f"{code}{escape(item.text)}{code}: a source's {item.kind} with your own values; check them")
-    if final.citations.invalid:
+    if final.citations.invalid and checked:
         lines.append(f":warning: the answer cites passages that do not exist: {final.citations.invalid}")
     lines.append(f"_{stats_line(final)}_")
     return "\n".join(lines)

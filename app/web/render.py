@@ -55,9 +55,9 @@ def close_fences(text: str) -> str:
 def details_html(final: Final) -> str:
     texts = {p.number: p.text for p in final.passages}
     parts = [
-        # a withheld answer's words are not shown, so neither is where they came from
+        # a withheld answer's words are not shown, so neither is where they came from nor what they invented
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
-        grounding_html(final.grounding, final.citations.invalid),
+        "" if final.withheld else grounding_html(final.grounding, final.citations.invalid),
         sources_html(final.sources),
         f'<div class="sr-stats">{html.escape(stats_line(final.stats, final.finish_label))}</div>',
     ]

@@ -74,6 +74,8 @@ def test_the_web_chat_shows_the_notice_and_no_provenance_of_the_withheld_words(w
     contents = [m["content"] for m in exchange.messages()]
     answer = contents[-1]
     assert answer.startswith(exchange.final.withheld) and "sr-prov" not in answer
+    assert "555-1234" not in answer and "cited" not in answer  # neither the invention nor what it cited
+    assert not any(s["cited"] for s in exchange.final.sources) and exchange.final.sources
     assert any("withheld" in c and "sr-error" in c for c in contents[:-1])
 
 

@@ -79,7 +79,8 @@ def test_a_stream_closed_midway_is_finished_by_updating_the_same_message(slack, 
 @pytest.mark.parametrize("native", [True, False])
 def test_a_withheld_answer_overwrites_every_message_its_words_were_streamed_into(slack, long_answer, native):
     notice = "The sources do not cover this: the drafted answer named a phone number that no source contains."
-    final = dataclasses.replace(long_answer[-1], withheld=notice)
+    invented = GroundingItem("555-1234", "phone", False)
+    final = dataclasses.replace(long_answer[-1], withheld=notice, grounding=[invented])
     thread = SlackThread(make_client(BOT_TOKEN, base_url=slack.api_url), "C0OPS", "1.0", "U0ALICE", "T0OPS")
     settings = StreamSettings(native=native, stream_interval=0, update_interval=0, message_limit=120)
     render_answer(iter([*long_answer[:-1], final]), thread, settings, "C0OPS:1.0")
@@ -87,4 +88,4 @@ def test_a_withheld_answer_overwrites_every_message_its_words_were_streamed_into
     pieces = render.split_message(f"{render.to_mrkdwn(notice)}\n\n{render.footer(final)}", 120)
     assert len(messages) > len(pieces)  # the words had filled more messages than the notice needs
     assert messages == pieces + [render.WITHHELD_REST] * (len(messages) - len(pieces))
-    assert not any("drain node" in m for m in messages)
+    assert not any("drain node" in m or "555-1234" in m for m in messages)
