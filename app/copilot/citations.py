@@ -51,6 +51,11 @@ def build_citations(
     )
 
 
+def no_citations(passages: Sequence[Passage]) -> Citations:
+    """What a text the user does not read as an answer cites: nothing (a refusal, a withheld answer)."""
+    return build_citations("", [], [], passages, lambda ids: "")
+
+
 def provenance_segments(
     answer: str, output_ids: Sequence[int], origins: Sequence[str], decode: Callable[[Sequence[int]], str]
 ) -> list[Segment]:

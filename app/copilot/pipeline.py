@@ -179,7 +179,7 @@ class Copilot:
         }
         yield Token(text, [], [], stats)
         # the refusal lists the nearest sources as [n], but cites none of them
-        citations = cite.build_citations("", [], [], prepared.all_passages, lambda t: "")
+        citations = cite.no_citations(prepared.all_passages)
         yield Final(
             question=prepared.question,
             answer=text,
@@ -267,7 +267,7 @@ class Copilot:
         )
         notice = withheld_notice(grounding)
         # the sources list marks what the shown text cites: nothing, when the answer is withheld
-        listed = cite.build_citations("", [], [], passages, lambda t: "") if notice else citations
+        listed = cite.no_citations(passages) if notice else citations
         used = {*listed.valid, *listed.copied}
         shown = [p for p in passages if p in prepared.new_passages or p.number in used]
         return Final(

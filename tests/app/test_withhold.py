@@ -46,11 +46,16 @@ def test_other_unfound_specifics_stay_flags_on_a_shown_answer():
 
 
 @pytest.fixture
-def withholding_copilot(tiny_engine, monkeypatch):
-    """The tiny model's words, graded as if they named a made-up pager number."""
+def invented_contact(monkeypatch):
+    """Every answer is graded as if it named a made-up pager number."""
     real = pipeline_module.check_grounding
     invented = GroundingItem("555-1234", "phone", False)
     monkeypatch.setattr(pipeline_module, "check_grounding", lambda *args: [*real(*args), invented])
+
+
+@pytest.fixture
+def withholding_copilot(tiny_engine, invented_contact):
+    """The tiny model's words, graded as naming a made-up pager number."""
     retriever = FakeRetriever([("oncall.md", PASSAGES[0]), ("desk.md", PASSAGES[1])], heading="Contacts")
     options = CopilotOptions(answer=AnswerOptions(max_new_tokens=16, gate="off"))
     return Copilot(loading.load_engine(ModelOptions()), options, retriever)
@@ -86,11 +91,7 @@ def test_the_eval_scores_what_the_user_saw(withholding_copilot):
     assert record["withheld"] == final.withheld and record["keyword_recall"] == 0.0
 
 
-def test_ask_prints_the_notice_after_the_streamed_words(tiny_engine, monkeypatch, capsys, tmp_path):
-    real = pipeline_module.check_grounding
-    monkeypatch.setattr(
-        pipeline_module, "check_grounding", lambda *args: [*real(*args), GroundingItem("555-1234", "phone", False)]
-    )
+def test_ask_prints_the_notice_after_the_streamed_words(tiny_engine, invented_contact, capsys, tmp_path):
     context = tmp_path / "oncall.txt"
     context.write_text(PASSAGES[0])
     assert main(["ask", "Who is on call tonight?", "--context-file", str(context), "--max-new-tokens", "8"]) == 0
