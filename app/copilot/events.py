@@ -87,14 +87,18 @@ class Citations:
         return [n for n in self.markers if n not in self.invalid]
 
 
-FINISH_LABELS = {"repeat": "stopped: the answer was repeating itself", "length": "length limit"}
+FINISH_LABELS = {
+    "repeat": "stopped: the answer was repeating itself",
+    "length": "length limit",
+    "withheld": "stopped: it named a contact no source has",
+}
 
 
 @dataclass(frozen=True)
 class Final:
     question: str
     answer: str
-    finish_reason: str  # "eos" | "length" | "stop" | "repeat" | "gated"
+    finish_reason: str  # "eos" | "length" | "stop" | "repeat" | "gated" | "withheld" (stopped at the contact)
     passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
     sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score
     citations: Citations

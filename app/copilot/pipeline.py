@@ -23,7 +23,7 @@ from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
-from app.copilot.withhold import withheld_notice
+from app.copilot.withhold import ContactGuard, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
 
@@ -239,22 +239,35 @@ class Copilot:
         ]
         chunk_ids = encode_chunks(engine.tokenizer, copy_texts)
         config = self.generation_config(options)
+        # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
+        guard = ContactGuard([shown_text(p) for p in prepared.all_passages], prepared.question)
         text, ids, origins, first_token_s, event = [], [], [], None, None
-        for event in engine.generate(prepared.prompt_ids, chunk_ids, config):
-            if first_token_s is None:
-                first_token_s = time.perf_counter() - started
-                yield Status("generating", "generating…", {"prefill_s": round(event.stats.prefill_s, 3)})
-            new_origins = [_label(o, labels) for o in event.origins]
-            text.append(event.text)
-            ids += event.token_ids
-            origins += new_origins
-            yield Token(event.text, list(event.token_ids), new_origins, self._stats(event.stats, origins, started))
+        stream = engine.generate(prepared.prompt_ids, chunk_ids, config)
+        try:
+            for event in stream:
+                if first_token_s is None:
+                    first_token_s = time.perf_counter() - started
+                    yield Status("generating", "generating…", {"prefill_s": round(event.stats.prefill_s, 3)})
+                new_origins = [_label(o, labels) for o in event.origins]
+                text.append(event.text)
+                ids += event.token_ids
+                origins += new_origins
+                stats = self._stats(event.stats, origins, started)
+                yield Token(guard.feed(event.text), list(event.token_ids), new_origins, stats)
+                if guard.notice:
+                    break  # the answer is withheld: the rest of it would never be shown
+        finally:
+            stream.close()
         stats = self._stats(event.stats, origins, started) | {
             "retrieval_s": round(retrieval_s, 4),
             "time_to_first_token_s": round(first_token_s or 0.0, 4),
             "speculation": config.speculation,
         }
-        yield self._final(prepared, "".join(text), ids, origins, event.finish_reason or "length", stats)
+        rest = guard.flush()
+        if rest:
+            yield Token(rest, [], [], stats)
+        finish = "withheld" if guard.notice else event.finish_reason or "length"
+        yield self._final(prepared, "".join(text), ids, origins, finish, stats)
 
     def _final(
         self, prepared: _Prepared, answer: str, ids: list[int], origins: list[str], finish: str, stats: dict

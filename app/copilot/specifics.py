@@ -76,30 +76,41 @@ _WORD = re.compile(r"[A-Za-z]+")
 
 def check_specifics(answer: str, passages: Sequence[str], question: str = "") -> list[GroundingItem]:
     """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
-    prose = prose_of(answer)
-    sources = "\n".join([*passages, question])
-    phones = {_digits(text) for _, text in _phones(sources)}
-    quantities = {_quantity_key(text) for _, text in _quantities(sources)}
-    vocabulary = {w.casefold() for w in _WORD.findall(sources)}
-    is_found = {
-        "email": lambda text: _casefolded(sources, text),
-        "url": lambda text: _casefolded(sources, text),
-        "host": lambda text: _casefolded(sources, text),
-        "phone": lambda text: _digits(text) in phones,
-        "quantity": lambda text: _quantity_key(text) in quantities,
-        "name": lambda text: False,
-    }
-    extractors = {"email": _emails, "url": _urls, "host": _hosts, "phone": _phones, "quantity": _quantities}
-    spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
-    spans += [(start, "name", text) for start, text in _names(prose, vocabulary)]
-    items: dict[str, GroundingItem] = {}
-    covered = -1  # end of the last listed span: a host inside an email or URL is not listed again
-    for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
-        if start < covered:
-            continue
-        covered = start + len(text)
-        items.setdefault(text, GroundingItem(text, kind, bool(is_found[kind](text))))
-    return list(items.values())
+    return SpecificsChecker(passages, question).check(answer)
+
+
+class SpecificsChecker:
+    """The sources' specifics, indexed once: checks an answer, or each prefix of one as it streams."""
+
+    def __init__(self, passages: Sequence[str], question: str = "") -> None:
+        self._sources = "\n".join([*passages, question])
+        self._phones = {_digits(text) for _, text in _phones(self._sources)}
+        self._quantities = {_quantity_key(text) for _, text in _quantities(self._sources)}
+        self._vocabulary = {w.casefold() for w in _WORD.findall(self._sources)}
+
+    def check(self, answer: str) -> list[GroundingItem]:
+        """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
+        prose = prose_of(answer)
+        extractors = {"email": _emails, "url": _urls, "host": _hosts, "phone": _phones, "quantity": _quantities}
+        spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
+        spans += [(start, "name", text) for start, text in _names(prose, self._vocabulary)]
+        items: dict[str, GroundingItem] = {}
+        covered = -1  # end of the last listed span: a host inside an email or URL is not listed again
+        for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
+            if start < covered:
+                continue
+            covered = start + len(text)
+            items.setdefault(text, GroundingItem(text, kind, self._found(kind, text)))
+        return list(items.values())
+
+    def _found(self, kind: str, text: str) -> bool:
+        if kind in ("email", "url", "host"):
+            return _casefolded(self._sources, text)
+        if kind == "phone":
+            return _digits(text) in self._phones
+        if kind == "quantity":
+            return _quantity_key(text) in self._quantities
+        return False  # a name is listed only when its words are in no source
 
 
 def _emails(text: str) -> Iterable[tuple[int, str]]:

@@ -8,15 +8,26 @@ grounding does for other specifics, still shows the number; so the front ends sh
 notice instead of the answer, and the conversation carries the notice, not the invention.
 Other unfound specifics (a quantity, a name, a command) stay flagged in a shown answer:
 they are claims to check, not an address to use.
+
+While the answer streams, `ContactGuard` shows its text only up to where no contact can
+still be forming (a trailing run of digits and separators, a word that may yet gain an
+`@`, an open inline code span), and trips on the first invented contact in that shown part:
+the number never reaches the screen, and generation stops there.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from app.copilot.events import GroundingItem
+from app.copilot.specifics import SpecificsChecker
 
 CONTACT_KINDS = {"phone": "a phone number", "email": "an email address"}
+# the end of a streaming text that may still become (part of) a contact: a number with its
+# separators, or a last word that may be or become an email address
+_OPEN_TAIL = re.compile(r"(?:\+?\(?\d[\d .()-]*|[\w.+-]*(?:@[\w.-]*)?)\Z")
+_TAIL_WINDOW = 200  # characters searched for that tail; a longer one is held from the window's start
 WITHHELD = "The sources do not cover this: the drafted answer named"  # how every notice starts
 
 
@@ -29,3 +40,43 @@ def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
     return (
         f"{WITHHELD} {named} that no source contains, so it is not shown. Look the contact up where your site keeps it."
     )
+
+
+class ContactGuard:
+    """Releases a streaming answer's text as far as it is safe to show, until it names an invented contact."""
+
+    def __init__(self, passages: Sequence[str], question: str) -> None:
+        self._checker = SpecificsChecker(passages, question)
+        self._text = ""
+        self._released = 0
+        self.notice = ""  # not '': the answer named a contact no source has (the withheld notice)
+
+    def feed(self, delta: str) -> str:
+        """Take the next piece of the answer; return the text that may now be shown ('' once tripped)."""
+        self._text += delta
+        return self._release(_safe_end(self._text))
+
+    def flush(self) -> str:
+        """The answer ended: the held-back rest, checked ('' once tripped)."""
+        return self._release(len(self._text))
+
+    def _release(self, end: int) -> str:
+        if self.notice or end <= self._released:
+            return ""
+        self.notice = withheld_notice(self._checker.check(self._text[:end]))
+        if self.notice:
+            return ""
+        shown, self._released = self._text[self._released : end], end
+        return shown
+
+
+def _safe_end(text: str) -> int:
+    """Where the part of `text` that no later token can turn into a contact ends."""
+    window = text[-_TAIL_WINDOW:]
+    match = _OPEN_TAIL.search(window)
+    end = len(text) - len(window) + (match.start() if match else len(window))
+    line_start = text.rfind("\n", 0, end) + 1
+    line = text[line_start:end]
+    if line.count("`") % 2 and not line.lstrip().startswith("```"):  # an inline code span is still open
+        end = line_start + line.rfind("`")
+    return end

@@ -8,8 +8,9 @@ from copilot_fakes import FakeRetriever
 from app.cli import main
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, GroundingItem, ModelOptions, collect, loading
 from app.copilot import pipeline as pipeline_module
+from app.copilot.events import Token
 from app.copilot.grounding import check_grounding
-from app.copilot.withhold import WITHHELD, withheld_notice
+from app.copilot.withhold import WITHHELD, ContactGuard, withheld_notice
 from app.eval.abstention import abstains
 from app.eval.questions import Question
 from app.eval.runner import answer_record
@@ -36,6 +37,44 @@ def test_an_invented_phone_or_email_withholds_the_answer_and_the_notice_abstains
 def test_contacts_the_sources_or_the_question_give_are_shown():
     assert notice_for("Call the operations desk at +41 22 767 1111 or write to ops-desk@example.org [2].") == ""
     assert notice_for("Page 555 0134 as you asked [1].", "Should I page 555-0134 for this?") == ""
+
+
+def streamed(answer: str, chunk: int, question: str = "Who is on call tonight?") -> tuple[str, ContactGuard]:
+    """What a guard lets through of `answer` fed `chunk` characters at a time, and the guard."""
+    guard = ContactGuard(PASSAGES, question)
+    shown = "".join(guard.feed(answer[i : i + chunk]) for i in range(0, len(answer), chunk))
+    return shown + guard.flush(), guard
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7])
+def test_a_streamed_answer_is_shown_whole_when_its_contacts_are_in_the_sources(chunk):
+    for answer in [
+        "Call the desk at +41 22 767 1111 now, or write to ops-desk@example.org [2].",  # never cut short at "+41 22"
+        # job ids in code, inline and fenced
+        "Run `sacct -j 12345678 --format=JobID,State` [1], then:\n```\nsacct -j 87654321\n```\nDone.",
+        "Page 555 0134 as you asked [1].",
+    ]:
+        shown, guard = streamed(answer, chunk, "Should I page 555-0134?")
+        assert shown == answer and not guard.notice
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5])
+def test_a_streamed_invented_contact_never_reaches_the_screen(chunk):
+    for answer, hidden in [
+        ("His pager number is 555-1234 [2]. Call him at night.", "555"),
+        ("Page (555) 123 4567 now.", "555"),
+        ("Write to oncall@cluster.example.org [2] today.", "oncall"),
+    ]:
+        shown, guard = streamed(answer, chunk)
+        assert guard.notice.startswith(WITHHELD) and hidden not in shown and answer.startswith(shown)
+        assert guard.feed(" more words") == "" and guard.flush() == ""  # tripped for good
+
+
+def test_a_long_word_or_unspaced_text_is_held_only_while_it_may_still_become_a_contact():
+    guard = ContactGuard(PASSAGES, "q")
+    assert guard.feed("Restart slurmctld") == "Restart "  # the last word may yet gain an @
+    assert guard.feed(": ok") == "slurmctld: "
+    assert guard.feed("\x11:\x11") == "ok\x11:\x11"  # no word or number can grow out of these
 
 
 def test_other_unfound_specifics_stay_flags_on_a_shown_answer():
@@ -97,3 +136,33 @@ def test_ask_prints_the_notice_after_the_streamed_words(tiny_engine, invented_co
     assert main(["ask", "Who is on call tonight?", "--context-file", str(context), "--max-new-tokens", "8"]) == 0
     out = capsys.readouterr().out
     assert f"⚠ WITHHELD: {WITHHELD}" in out
+
+
+def test_the_pipeline_stops_at_an_invented_contact_and_never_streams_it(tiny_engine, monkeypatch):
+    from generation.drafters.base import Origin
+    from generation.engine import Event
+    from generation.stats import Stats
+
+    retriever = FakeRetriever([("oncall.md", PASSAGES[0]), ("desk.md", PASSAGES[1])], heading="Contacts")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(gate="off")), retriever)
+    answer = "The on-call administrator is Doug [1]. His pager is 555-1234 [2]. " + "Call him any time. " * 10
+    ids = copilot.engine.tokenizer(answer, add_special_tokens=False)["input_ids"]
+    generated, closed = [], []
+
+    def generate(prompt_ids, chunks, config):
+        try:
+            for i, token in enumerate(ids):
+                generated.append(token)
+                text = copilot.engine.tokenizer.decode([token])
+                finish = "eos" if i == len(ids) - 1 else None
+                yield Event(text, [token], [Origin("target")], Stats(new_tokens=i + 1), finish)
+        finally:
+            closed.append(True)
+
+    monkeypatch.setattr(copilot.engine, "generate", generate)
+    events = list(copilot.answer("Who is on call tonight?"))
+    final, shown = events[-1], "".join(e.text for e in events if isinstance(e, Token))
+    assert final.finish_reason == "withheld" and final.withheld.startswith(WITHHELD)
+    assert "555" not in shown and "Doug [1]" in shown  # the words before the number did stream
+    assert closed and len(generated) < len(ids) / 2  # generation stopped at the number
+    assert final.answer == copilot.engine.tokenizer.decode(generated)  # the generated words, unchanged
