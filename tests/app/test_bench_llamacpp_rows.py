@@ -1,0 +1,32 @@
+"""The llama.cpp row-invariance probe reports which pass widths give a token the same logits."""
+
+import numpy as np
+
+from app import bench_llamacpp_rows as rows_probe
+
+
+class RegimeLlama:
+    """llama.cpp stand-in whose logits for a token depend on its position and on the pass width's regime."""
+
+    def __init__(self, vocab: int = 5) -> None:
+        self.scores = np.zeros((64, vocab), dtype=np.float32)
+        self.n_tokens = 0
+
+    def reset(self) -> None:
+        self.n_tokens = 0
+
+    def eval(self, tokens: list[int]) -> None:
+        offset = 0.0 if len(tokens) == 1 else 0.25 if len(tokens) < 8 else 0.5  # 1 | 2-7 | 8+ rows
+        for i, token in enumerate(tokens):
+            row = self.n_tokens + i
+            self.scores[row] = np.arange(self.scores.shape[1]) * (token % 3) + row + offset
+        self.n_tokens += len(tokens)
+
+
+def test_rows_agree_within_a_width_regime_and_differ_across_regimes():
+    report = {row["width"]: row for row in rows_probe.probe(RegimeLlama(), list(range(10)), list(range(16)))}
+    assert set(report) == {1, *rows_probe.WIDTHS}
+    assert [w for w, row in report.items() if row["vs_widest"] == 0.0] == [8, 9, 12, 16]
+    assert all(report[w]["vs_widest"] == 0.25 and report[w]["vs_single"] == 0.25 for w in range(2, 8))
+    assert report[1]["vs_widest"] == 0.5 and report[16]["vs_single"] == 0.5
+    assert all(row["argmax_agrees"] == 1.0 for row in report.values())  # a constant shift keeps the argmax
