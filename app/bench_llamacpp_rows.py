@@ -22,6 +22,7 @@ import numpy as np
 
 from app.bench_llamacpp import check_available
 from app.copilot.loading import target_gguf
+from app.copilot.options import ModelOptions
 from core.errors import SpecragError
 
 WIDTHS = (2, 3, 4, 5, 6, 7, 8, 9, 12, 16)
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-repack", action="store_true", help="keep llama.cpp from repacking the weights")
     parser.add_argument("--flash-attn", action="store_true", help="llama.cpp's flash attention")
     args = parser.parse_args(argv)
-    gguf = Path(args.gguf) if args.gguf else target_gguf("qwen2.5-coder-1.5b-instruct-q4_k_m")
+    gguf = Path(args.gguf) if args.gguf else target_gguf(ModelOptions().target)
     if gguf is None:
         raise SpecragError("no GGUF file for the target: pass --gguf FILE")
     check_available(gguf)
