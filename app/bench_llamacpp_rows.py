@@ -4,10 +4,10 @@
 
 Decodes `--context` tokens of text, then the next 16 tokens one at a time, then the same
 tokens again in one pass of W rows for each width W (the KV cache cropped back in between).
-Prints, per W, the pass's seconds and how far its rows' logits are from the one-at-a-time
-ones and from the widest pass's: a runner whose rows depend on the pass width cannot verify
-drafts exactly unless every pass is padded to a width whose rows agree. Needs the `bench`
-extra (llama-cpp-python).
+Prints, per W, the pass's seconds, how far its rows' logits are from the one-at-a-time ones
+and from the widest pass's, and which other widths gave the same rows bit for bit: a runner
+whose rows depend on the pass width cannot verify drafts exactly unless every pass is padded
+to a width whose rows agree. Needs the `bench` extra (llama-cpp-python).
 """
 
 from __future__ import annotations
@@ -51,13 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         f"flash attention {'on' if args.flash_attn else 'off'}, after {args.context} tokens"
     )
     print(
-        "| W | pass s | max abs logit diff vs one at a time | vs the widest pass | argmax agrees with one at a time |"
+        "| W | pass s | max logit diff vs one at a time | vs the widest pass | argmax as one at a time | "
+        "bit-identical to the passes of W = |"
     )
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| ---: | ---: | ---: | ---: | ---: | --- |")
     for row in rows:
         print(
             f"| {row['width']} | {row['seconds']:.3f} | {row['vs_single']:.3g} | {row['vs_widest']:.3g} | "
-            f"{row['argmax_agrees']:.2f} |"
+            f"{row['argmax_agrees']:.2f} | {', '.join(map(str, row['identical_to'])) or '-'} |"
         )
     return 0
 
@@ -89,7 +90,7 @@ def load(gguf: Path, threads: int, repack: bool, flash_attn: bool, context: int)
 
 
 def probe(llm: Any, context: list[int], tokens: list[int]) -> list[dict]:
-    """Per width W: seconds of one W-row pass, and its rows' distance from single-row and widest-pass logits."""
+    """Per width W (1: one token at a time): seconds of a pass, and how its rows compare with the other widths'."""
     n = len(context)
     llm.reset()
     llm.eval(context)
@@ -104,22 +105,25 @@ def probe(llm: Any, context: list[int], tokens: list[int]) -> list[dict]:
         start = time.perf_counter()
         llm.eval(tokens[:width])
         passes[width] = (time.perf_counter() - start, np.array(llm.scores[n : n + width]))
-    widest = passes[max(WIDTHS)][1]
-    rows = [
-        {"width": 1, "seconds": single_s, "vs_single": 0.0, "vs_widest": diff(single, widest), "argmax_agrees": 1.0}
-    ]
-    for width, (seconds, logits) in passes.items():
-        agrees = float((logits.argmax(1) == single[:width].argmax(1)).mean())
-        rows.append(
-            {
-                "width": width,
-                "seconds": seconds,
-                "vs_single": diff(logits, single),
-                "vs_widest": diff(logits, widest),
-                "argmax_agrees": agrees,
-            }
+    logits = {1: single} | {width: rows for width, (_, rows) in passes.items()}
+    seconds = {1: single_s} | {width: spent for width, (spent, _) in passes.items()}
+    widest = logits[max(WIDTHS)]
+    report = []
+    for width, rows in logits.items():
+        agrees = float((rows.argmax(1) == single[: len(rows)].argmax(1)).mean())
+        # widths whose passes gave these same tokens bit-identical logits (on the rows both have)
+        same = [other for other in logits if other != width and diff(rows, logits[other]) == 0.0]
+        report.append(
+            dict(
+                width=width,
+                seconds=seconds[width],
+                vs_single=diff(rows, single),
+                vs_widest=diff(rows, widest),
+                argmax_agrees=agrees,
+                identical_to=same,
+            )
         )
-    return rows
+    return report
 
 
 def diff(a: np.ndarray, b: np.ndarray) -> float:

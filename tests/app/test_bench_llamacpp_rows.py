@@ -30,3 +30,5 @@ def test_rows_agree_within_a_width_regime_and_differ_across_regimes():
     assert all(report[w]["vs_widest"] == 0.25 and report[w]["vs_single"] == 0.25 for w in range(2, 8))
     assert report[1]["vs_widest"] == 0.5 and report[16]["vs_single"] == 0.5
     assert all(row["argmax_agrees"] == 1.0 for row in report.values())  # a constant shift keeps the argmax
+    assert report[1]["identical_to"] == [] and report[2]["identical_to"] == [3, 4, 5, 6, 7]
+    assert report[12]["identical_to"] == [8, 9, 16]
