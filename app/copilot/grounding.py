@@ -22,7 +22,8 @@ Items:
 
 An operator may also act on a specific the model made up (call a pager number, mail an
 address, wait 30 minutes), so these are checked too, in prose and code alike (specifics.py
-says how each kind is matched): email, url, host, phone, quantity (a number with a time,
+says how each kind is matched): email, url, host, phone, number (a phone-shaped id such as
+a job id), quantity (a number with a time,
 size, percent, rate or temperature unit) and name (a capitalised multi-word name with a
 word no passage uses).
 """

@@ -9,7 +9,10 @@ a comparable form:
   a host is a dotted name ending in a common top-level or site domain);
 - phone: 7-15 digits, in groups (`+41 22 767 1111`, `555-0134`) or one run (`1234567890`):
   the same digits, separators ignored, as such a number of a passage; dates, times, IP
-  addresses and version numbers are not phone numbers (a long job id is checked alike);
+  addresses and version numbers are not phone numbers. One that follows a word naming an
+  identifier (job, task, array, port, ticket...) on its line, with no contact word (phone,
+  pager, call...) there, is listed as a `number` instead and matched alike: a job id or a
+  task range is a claim to check, not a contact to withhold (withhold.py);
 - quantity: a number with a time, size, percent, rate, power or temperature unit: the same
   number with the same unit after synonyms are merged (`30 min` = `30 minutes`, `2GB` =
   `2 GB`); a bare count ("2 GPUs") is not checked;
@@ -34,6 +37,15 @@ _URL = re.compile(r"\b(?:https?|ftp)://[^\s<>`'\")\]]+")
 _TLDS = "com|org|net|edu|gov|int|io|ch|de|uk|fr|it|nl|es|eu|us|local|lan|internal|corp|cluster|site"
 _HOST = re.compile(rf"(?<![\w.@/-])(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+(?:{_TLDS})(?![\w.-]*\w)", re.I)
 _PHONE = re.compile(r"(?<![\w.:/=%-])\+?(?:\(\d{1,4}\)[ .-]?)?\d{1,15}(?:[ .-]\d{2,5}){0,4}(?![\w:/%]|[.-]\d)")
+# the words before a phone-shaped number that make it an identifier, unless a contact word is there too
+_IDENTIFIER_WORD = re.compile(
+    r"\b(?:jobs?|jobid|tasks?|arrays?|steps?|pids?|process|ports?|[ug]id|ids?|tickets?|version|build|serial|commit|range)\b",
+    re.I,
+)
+_CONTACT_WORD = re.compile(
+    r"\b(?:phone|pager|page|call|dial|tel|telephone|mobile|cell|contact|reach|hotline|sms|text|fax|ext|extension)\b",
+    re.I,
+)
 _NOT_PHONE = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,3}(?:\.\d{1,3}){3}|\d+(?:\.\d+)+)$")
 _UNITS = {
     "ms": ("ms", "msec", "millisecond", "milliseconds"),
@@ -100,17 +112,25 @@ class SpecificsChecker:
             if start < covered:
                 continue
             covered = start + len(text)
+            if kind == "phone" and _names_an_identifier(prose[max(0, start - 40) : start]):
+                kind = "number"
             items.setdefault(text, GroundingItem(text, kind, self._found(kind, text)))
         return list(items.values())
 
     def _found(self, kind: str, text: str) -> bool:
         if kind in ("email", "url", "host"):
             return _casefolded(self._sources, text)
-        if kind == "phone":
+        if kind in ("phone", "number"):
             return _digits(text) in self._phones
         if kind == "quantity":
             return _quantity_key(text) in self._quantities
         return False  # a name is listed only when its words are in no source
+
+
+def _names_an_identifier(before: str) -> bool:
+    """Whether the words just before a phone-shaped number (on its line) say it is an id, not a contact."""
+    line = before.rsplit("\n", 1)[-1]
+    return bool(_IDENTIFIER_WORD.search(line)) and not _CONTACT_WORD.search(line)
 
 
 def _emails(text: str) -> Iterable[tuple[int, str]]:

@@ -3,6 +3,7 @@
 from app.copilot import Passage
 from app.copilot.citations import build_citations, cited_numbers, provenance_segments
 from app.copilot.grounding import check_grounding
+from app.copilot.withhold import withheld_notice
 
 PASSAGES = [
     "Reboot a node when idle with scontrol reboot ASAP nextstate=RESUME c042.",
@@ -156,6 +157,14 @@ def test_an_invented_person_and_pager_number_are_flagged():
 def test_a_bare_pager_number_is_flagged_but_short_numbers_are_not():
     items = specifics("His pager number is 1234567890 [2]; job 65541 used 23.11.1 on 10.0.0.1.")
     assert items == {"1234567890": ("phone", False)}
+
+
+def test_a_phone_shaped_job_id_or_task_range_is_a_number_flagged_but_not_withheld():
+    answer = "Cancel job 12345678, then resubmit tasks 1000-2000 [1]. Or call the desk at 555-0134."
+    items = specifics(answer)
+    assert items == {"12345678": ("number", False), "1000-2000": ("number", False), "555-0134": ("phone", False)}
+    assert specifics("Cancel job 12345678 [1].", "Why did job 12345678 fail?") == {"12345678": ("number", True)}
+    assert withheld_notice(check_grounding("Cancel job 12345678 and tasks 1000-2000 [1].", SOURCES, "")) == ""
 
 
 def test_contacts_and_hosts_are_found_only_when_a_source_has_them():
