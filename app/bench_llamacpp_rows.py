@@ -65,16 +65,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def load(gguf: Path, threads: int, repack: bool, flash_attn: bool, context: int) -> Any:
     import llama_cpp
+    from llama_cpp import llama_cpp as bindings  # the Llama class reads its model parameters from here
 
-    params = llama_cpp.llama_model_default_params
-    if not repack:  # the Llama class reads its model parameters from this function
+    params = bindings.llama_model_default_params
+    if not repack:
 
         def without_repacking() -> Any:
             defaults = params()
             defaults.use_extra_bufts = False
             return defaults
 
-        llama_cpp.llama_model_default_params = without_repacking
+        bindings.llama_model_default_params = without_repacking
     try:
         return llama_cpp.Llama(
             model_path=str(gguf),
@@ -86,7 +87,7 @@ def load(gguf: Path, threads: int, repack: bool, flash_attn: bool, context: int)
             verbose=False,
         )
     finally:
-        llama_cpp.llama_model_default_params = params
+        bindings.llama_model_default_params = params
 
 
 def probe(llm: Any, context: list[int], tokens: list[int]) -> list[dict]:
