@@ -32,3 +32,22 @@ def test_rows_agree_within_a_width_regime_and_differ_across_regimes():
     assert all(row["argmax_agrees"] == 1.0 for row in report.values())  # a constant shift keeps the argmax
     assert report[1]["identical_to"] == [] and report[2]["identical_to"] == [3, 4, 5, 6, 7]
     assert report[12]["identical_to"] == [8, 9, 16]
+
+
+def test_no_repack_reaches_the_model_parameters_the_llama_class_reads(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    bindings = types.SimpleNamespace(llama_model_default_params=lambda: types.SimpleNamespace(use_extra_bufts=True))
+
+    class Llama:  # like llama-cpp-python's: reads its defaults from the bindings module at construction
+        def __init__(self, **kwargs):
+            self.params = bindings.llama_model_default_params()
+
+    package = types.SimpleNamespace(Llama=Llama, llama_cpp=bindings)
+    monkeypatch.setitem(sys.modules, "llama_cpp", package)
+    monkeypatch.setitem(sys.modules, "llama_cpp.llama_cpp", bindings)
+    gguf = tmp_path / "m.gguf"
+    assert rows_probe.load(gguf, 2, repack=False, flash_attn=False, context=64).params.use_extra_bufts is False
+    assert rows_probe.load(gguf, 2, repack=True, flash_attn=False, context=64).params.use_extra_bufts is True
+    assert bindings.llama_model_default_params().use_extra_bufts is True  # restored after loading
