@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(answer_record(final)))
     else:
         print("" if final.answer.endswith("\n") else "\n", end="", flush=True)
-        if final.withheld:  # the words above were streamed before the check could run
+        if final.withheld:  # the words before the invented contact were printed: say why the answer stops
             print(f"\n⚠ WITHHELD: {final.withheld}", flush=True)
         print_summary(final)
     return 0

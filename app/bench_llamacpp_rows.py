@@ -100,14 +100,13 @@ def probe(llm: Any, context: list[int], tokens: list[int]) -> list[dict]:
         llm.eval([token])
     single_s = (time.perf_counter() - start) / len(tokens)
     single = np.array(llm.scores[n : n + len(tokens)])
-    passes = {}
+    logits, seconds = {1: single}, {1: single_s}
     for width in WIDTHS:
         llm.n_tokens = n  # eval crops the KV cache back to here
         start = time.perf_counter()
         llm.eval(tokens[:width])
-        passes[width] = (time.perf_counter() - start, np.array(llm.scores[n : n + width]))
-    logits = {1: single} | {width: rows for width, (_, rows) in passes.items()}
-    seconds = {1: single_s} | {width: spent for width, (spent, _) in passes.items()}
+        seconds[width] = time.perf_counter() - start
+        logits[width] = np.array(llm.scores[n : n + width])
     widest = logits[max(WIDTHS)]
     report = []
     for width, rows in logits.items():

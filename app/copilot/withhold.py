@@ -11,8 +11,8 @@ they are claims to check, not an address to use.
 
 While the answer streams, `ContactGuard` shows its text only up to where no contact can
 still be forming (a trailing run of digits and separators, a last word that may be or
-become an email address, an open inline code span), and trips on the first invented contact in that shown part:
-the number never reaches the screen, and generation stops there.
+become an email address, an open inline code span), and trips on the first invented
+contact in that shown part: the number never reaches the screen, and generation stops there.
 """
 
 from __future__ import annotations
