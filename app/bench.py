@@ -41,6 +41,7 @@ from app.copilot.loading import target_gguf
 from app.copilot.prompting import encode_chunks, encode_prompt, fixed_prefix_length, spec_bench_rows
 from core.errors import SpecragError
 from core.hardware import cpu_name
+from generation.path_names import LLAMACPP as LLAMACPP_PATH
 
 METHODS = ("plain", "hf-prompt-lookup", "hf-assisted", "ngram", "model", "hybrid", "llamacpp-plain")
 ENGINE_MODES = {"plain": "none", "ngram": "ngram", "model": "model", "hybrid": "hybrid"}
@@ -128,6 +129,11 @@ def run(args: argparse.Namespace) -> int:
     copilot = Copilot.load(CopilotOptions(models=model_options(args)))
     loaded = copilot.loaded
     methods = usable_methods(methods, loaded.engine.draft is not None)
+    if loaded.quant == LLAMACPP_PATH and (hf := [m for m in methods if m.startswith("hf-")]):
+        raise SpecragError(
+            f"{', '.join(hf)} run transformers models, which --quant {LLAMACPP_PATH} does not load: "
+            "bench them on another path"
+        )
     answer = AnswerOptions(
         speculation="none", temperature=args.temperature, seed=args.seed, max_new_tokens=args.max_new_tokens
     )

@@ -15,6 +15,7 @@ import copy
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from generation.invariant_attention import MAX_ROWS
 from generation.kv_cache import growing_cache
 
 
@@ -26,6 +27,24 @@ class CachedLM:
         self.keep_snapshot = keep_snapshot
         self._snapshot: tuple[list[int], DynamicCache] | None = None
         self.reused = 0  # how many tokens the last prefill took from the snapshot
+
+    @property
+    def vocab_size(self) -> int:
+        """How many tokens the model scores (its logits' width)."""
+        return self.model.get_output_embeddings().out_features
+
+    @property
+    def max_pass_rows(self) -> int:
+        """The widest pass whose rows are computed as a one-token pass would (row-wise attention)."""
+        return MAX_ROWS
+
+    def setup(self) -> list[str]:
+        """What a pass's cost depends on besides the kernels: model, size, device, dtype, threads."""
+        model = self.model
+        name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+        params = sum(p.numel() for p in model.parameters())
+        dtype = next(model.parameters()).dtype
+        return [name, str(params), str(self.device), str(dtype), str(torch.get_num_threads())]
 
     @property
     def length(self) -> int:

@@ -34,7 +34,7 @@ def measure_pass_seconds(
     lm: CachedLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
 ) -> dict[int, float]:
     """Seconds of a target pass over n new tokens after `context` tokens, fastest of `repeats` interleaved runs."""
-    vocab = lm.model.get_output_embeddings().out_features
+    vocab = lm.vocab_size
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, vocab, (context + max(sizes),), generator=generator).tolist()
     lm.reset()
@@ -51,12 +51,7 @@ def measure_pass_seconds(
 
 
 def setup_key(lm: CachedLM, extra: str = "") -> str:
-    model = lm.model
-    name = getattr(model.config, "_name_or_path", "") or type(model).__name__
-    params = sum(p.numel() for p in model.parameters())
-    dtype = next(model.parameters()).dtype
-    parts = [name, str(params), str(lm.device), str(dtype), str(torch.get_num_threads()), extra]
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    return hashlib.sha256("|".join([*lm.setup(), extra]).encode()).hexdigest()[:16]
 
 
 def cached_relative_costs(lm: CachedLM, cache_file: Path | None, extra: str = "") -> dict[int, float]:

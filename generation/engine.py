@@ -28,8 +28,8 @@ from generation.drafters import Draft, HybridDrafter, ModelDrafter, NgramDrafter
 from generation.drafters.base import TARGET
 from generation.drafters.policy import DraftModelRecord, PassCost
 from generation.errors import SpecragError
-from generation.invariant_attention import MAX_ROWS
 from generation.linear_layout import kernel_layout
+from generation.llamacpp_lm import LlamaCppLM
 from generation.quantized_model import numeric_path
 from generation.repetition import RepetitionGuard
 from generation.sampling import SamplingParams, logits_to_probs
@@ -96,13 +96,13 @@ class Completion:
 class Engine:
     def __init__(
         self,
-        target: PreTrainedModel,
+        target: PreTrainedModel | LlamaCppLM,
         tokenizer: PreTrainedTokenizerBase,
-        draft: PreTrainedModel | None = None,
+        draft: PreTrainedModel | LlamaCppLM | None = None,
         eos_token_ids: Sequence[int] | None = None,
     ) -> None:
-        self.target = CachedLM(target)
-        self.draft = CachedLM(draft) if draft is not None else None
+        self.target = as_cached(target)
+        self.draft = as_cached(draft) if draft is not None else None
         self.tokenizer = tokenizer
         self.eos = set(eos_token_ids if eos_token_ids is not None else default_eos_ids(target, tokenizer))
         self.cost: PassCost | None = None  # calibrated on first use, then kept across answers
@@ -142,7 +142,7 @@ class Engine:
 
     def pass_seconds(self, sizes: Sequence[int], context: int, repeats: int = 3) -> tuple[dict[int, float], float]:
         """Seconds of a target pass over n tokens after `context` random tokens, and of that context's prefill."""
-        ids = torch.randint(0, self.target.model.config.vocab_size, (context,)).tolist()
+        ids = torch.randint(0, self.target.vocab_size, (context,)).tolist()
         start = time.perf_counter()
         self.target.prefill(ids)
         prefill = time.perf_counter() - start
@@ -151,9 +151,14 @@ class Engine:
     def logit_margin(self, prefix_cache: object, token_ids: Sequence[int]) -> float:
         """Target top-1 minus top-2 logit after a cached prefix plus `token_ids` (a tiny margin means rounding).
 
-        Runs on a copy of `prefix_cache`, so neither it nor the engine's own cache changes."""
-        lm = CachedLM(self.target.model, keep_snapshot=False)
-        lm.cache = copy.deepcopy(prefix_cache)
+        Runs on a copy of `prefix_cache`, so neither it nor the engine's own cache changes (llama.cpp has one
+        cache: it is cropped back to `prefix_cache` first)."""
+        if isinstance(self.target, LlamaCppLM):
+            self.target.restore(prefix_cache)
+            lm = self.target
+        else:
+            lm = CachedLM(self.target.model, keep_snapshot=False)
+            lm.cache = copy.deepcopy(prefix_cache)
         top = torch.topk(lm.extend(list(token_ids), last_only=True)[-1].float(), 2).values
         return round(float(top[0] - top[1]), 6)
 
@@ -259,8 +264,9 @@ class _Decoding:
         budget = self.config.max_new_tokens - self.emitted
         draft = Draft()
         if self.drafter is not None and budget > 1:
-            # invariant attention computes at most MAX_ROWS rows per pass row by row (a 17-row pass by default)
-            draft = self.drafter.propose(self.context, min(self.config.max_draft, budget - 1, MAX_ROWS - 1))
+            # the widest pass whose rows come out as one-token passes would (17 rows on torch, 7 on llama.cpp)
+            widest = self.engine.target.max_pass_rows
+            draft = self.drafter.propose(self.context, min(self.config.max_draft, budget - 1, widest - 1))
         target = self.engine.target
         base = target.length
         started = time.perf_counter()
@@ -304,8 +310,15 @@ class _Decoding:
         return "".join(text), tokens[:kept], origins[:kept], finish
 
 
-def calibration_extra(model: PreTrainedModel) -> str:
+def as_cached(model: PreTrainedModel | LlamaCppLM) -> CachedLM | LlamaCppLM:
+    """The model with its KV cache: llama.cpp keeps its own, a transformers model gets a CachedLM."""
+    return model if isinstance(model, LlamaCppLM) else CachedLM(model)
+
+
+def calibration_extra(model: PreTrainedModel | LlamaCppLM) -> str:
     """What besides model, dtype and threads changes the pass cost: kernel layout and numeric path."""
+    if isinstance(model, LlamaCppLM):
+        return "llamacpp"
     path = numeric_path(model)
     return kernel_layout(model) + ("" if path == "none" else f"|{path}")
 

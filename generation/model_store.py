@@ -199,3 +199,32 @@ def _build_quantized(gguf_path: Path, mode: str, out_dir: Path) -> None:
     config = AutoConfig.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
     save_quantized(build_from_gguf(gguf_path, config, mode), out_dir)
     AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(out_dir)
+
+
+def gguf_file(name: str) -> Path | None:
+    """The GGUF file a model name comes from: a packaged model's (assembled once), a given .gguf path, or None."""
+    if name in PACKAGED:
+        return assemble_gguf(PACKAGED[name])
+    path = Path(name).expanduser()
+    return path if path.suffix == ".gguf" else None
+
+
+def ensure_tokenizer(gguf_path: Path, root: Path | None = None) -> Path:
+    """A folder with the GGUF's tokenizer in transformers' format, converted once and cached by file name.
+
+    For models that run from their GGUF (the llamacpp path): no weights are converted."""
+    from transformers import AutoTokenizer
+
+    root = root or cache_root()
+    out_dir = root / "tokenizers" / gguf_path.stem
+    if (out_dir / "tokenizer_config.json").exists():
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".converting-{out_dir.name}-"))
+    try:
+        AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(tmp)
+        _publish(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir

@@ -16,9 +16,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.linear_layout import patch_linear_layout
+from generation.llamacpp_lm import LlamaCppLM
 from generation.mlas_linear import to_mlas, use_cores_for_mlas
-from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model
+from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model, ensure_tokenizer, gguf_file
 from generation.numeric_path import cached_wide_plan, resolve_path
+from generation.path_names import LLAMACPP
 from generation.quantized import set_int4_wide_rows, set_wide_dtype
 from generation.quantized_model import MLAS
 
@@ -27,9 +29,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 @dataclass
 class LoadedModels:
-    target: PreTrainedModel
+    target: PreTrainedModel | LlamaCppLM
     tokenizer: PreTrainedTokenizerBase
-    draft: PreTrainedModel | None
+    draft: PreTrainedModel | LlamaCppLM | None
     target_path: str
     draft_path: str | None
     device: torch.device
@@ -152,6 +154,8 @@ def load_models(
     if quant == "auto" and target not in PACKAGED:
         quant = "none"  # a model given as a folder or hub id runs on its own weights unless a path is asked for
     path = resolve_path(quant, dev, dtype, cache_root() / "calibration.json")
+    if path == LLAMACPP:
+        return load_llamacpp_models(target, draft)
     if path != "none":
         return load_quantized_models(target, draft, dev, path)
     torch_dtype = pick_dtype(dtype, dev)
@@ -192,3 +196,39 @@ def load_quantized_models(target: str, draft: str | None, dev: torch.device, mod
         target_model = to_mlas(target_model)
         draft_model = None if draft_model is None else to_mlas(draft_model)
     return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, quant=mode)
+
+
+def load_llamacpp_models(target: str, draft: str | None) -> LoadedModels:
+    """Target and draft as GGUF files on llama.cpp (llamacpp_lm.py), with the target GGUF's tokenizer.
+
+    Nothing is converted but the tokenizer: the GGUF files are the weights, mapped from disk."""
+    target_gguf = _gguf_or_error(target)
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tokenizer(target_gguf))
+    target_lm = LlamaCppLM(target_gguf, n_ctx=LLAMACPP_CONTEXT)
+    draft_lm, draft_path = None, None
+    if draft:
+        draft_gguf = _gguf_or_error(draft)
+        draft_lm, draft_path = LlamaCppLM(draft_gguf, n_ctx=LLAMACPP_CONTEXT), str(draft_gguf)
+        if draft_lm.vocab_size != target_lm.vocab_size or (
+            AutoTokenizer.from_pretrained(ensure_tokenizer(draft_gguf)).get_vocab() != tokenizer.get_vocab()
+        ):
+            raise VocabularyMismatchError(
+                "target and draft models must share a vocabulary; pick a draft model of the same family"
+            )
+    return LoadedModels(
+        target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, torch.device("cpu"), quant=LLAMACPP
+    )
+
+
+LLAMACPP_CONTEXT = (
+    8192  # positions per llama.cpp context: a long conversation (a bf16 KV cache of 230 MB for the target)
+)
+
+
+def _gguf_or_error(name: str) -> Path:
+    path = gguf_file(name)
+    if path is None or not path.exists():
+        raise ModelError(
+            f"--quant {LLAMACPP} runs GGUF files: pass a packaged model or a path to a .gguf file, not {name}"
+        )
+    return path

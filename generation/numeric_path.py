@@ -27,8 +27,9 @@ from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.calibration import read_table
 from generation.errors import ModelError
+from generation.llamacpp_lm import available as llamacpp_available
 from generation.mlas_linear import available as mlas_available
-from generation.path_names import MLAS, PATHS
+from generation.path_names import LLAMACPP, MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 
 SHAPE = (8960, 1536)  # the default target's MLP projection
@@ -44,6 +45,8 @@ def resolve_path(path: str, device: torch.device, dtype: str, cache_file: Path |
             raise ModelError(f"--quant {path} runs CPU kernels; use --device cpu or --quant none")
         if path == MLAS and not mlas_available():
             raise ModelError(f"--quant {MLAS} needs ONNX Runtime: pip install 'specrag[mlas]'")
+        if path == LLAMACPP and not llamacpp_available():
+            raise ModelError(f"--quant {LLAMACPP} needs llama-cpp-python: pip install 'specrag[models]'")
         return path
     if device.type != "cpu" or dtype != "auto":
         return "none"

@@ -1,4 +1,5 @@
 """The numeric paths' names, without torch: argument parsers offer them before any model loads."""
 
 MLAS = "int4-mlas"  # the int4 weights on ONNX Runtime's kernels (mlas_linear.py)
-PATHS = ("auto", "int4", "int8", MLAS, "none")
+LLAMACPP = "llamacpp"  # the GGUF itself on llama.cpp's kernels (llamacpp_lm.py)
+PATHS = ("auto", "int4", "int8", MLAS, LLAMACPP, "none")

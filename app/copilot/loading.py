@@ -54,9 +54,6 @@ def load_engine(options: ModelOptions) -> LoadedEngine:
 
 def target_gguf(target: str) -> Path | None:
     """The GGUF file a target model comes from: the packaged model's (assembled once), a given .gguf path, or None."""
-    from generation.model_store import PACKAGED, assemble_gguf
+    from generation.model_store import gguf_file
 
-    if target in PACKAGED:
-        return assemble_gguf(PACKAGED[target])
-    path = Path(target).expanduser()
-    return path if path.suffix == ".gguf" else None
+    return gguf_file(target)

@@ -1,0 +1,221 @@
+"""A GGUF model run by llama.cpp, with the verbs of `CachedLM`: prefill, extend, crop, reset.
+
+The engine and the draft drafter drive it exactly as they drive a transformers model: feed
+tokens after the cached ones and read their logits, crop the KV cache back after a
+rejected draft. It talks to llama.cpp through llama-cpp-python's C bindings (one context,
+one sequence), so only the logits the engine asks for are copied out.
+
+Exactness. Speculation is exact only if a token's logits do not depend on how many
+tokens share its pass. Stock llama.cpp on a CPU breaks that in four places, measured on
+the default target (`python -m app.bench_llamacpp_rows`, README "Numeric paths"):
+- repacked weights (Q4_K -> Q4_Kx8) compute full blocks of 4 rows in another kernel:
+  off (`use_extra_bufts`);
+- llamafile's tinyBLAS takes f16/f32/bf16 products (attention over the KV cache) from 2
+  rows on: flash attention keeps attention out of matrix products;
+- flash attention splits the keys of a one-row pass across threads when the cache holds
+  512 or more f16/f32 keys, and tiles passes of 64 rows: a bf16 KV cache takes neither;
+- its tiled K-quant matmul runs passes of 8 or more rows: verification passes stay at
+  MAX_ROWS = 7 (prefill, shared by plain and speculative decoding, still takes it).
+With these, a 7-row verification pass gave logits bit-identical to the same tokens fed
+one at a time (AVX2 EPYC, 700-token context); `tests/generation/test_llamacpp_lm.py` checks it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from generation.cached_lm import common_prefix_length
+from generation.errors import ModelError, SpecragError
+
+BATCH = 512  # tokens per llama_decode call (llama.cpp's default batch)
+MAX_ROWS = 7  # from 8 rows on, llama.cpp's tiled K-quant matmul computes rows differently
+GGML_TYPE_BF16 = 30  # ggml.h; the KV cache type that keeps flash attention on its row-wise path
+FLASH_ATTN_ENABLED = 1  # llama_flash_attn_type
+
+
+def _silence() -> None:
+    """Keep llama.cpp's info lines (model metadata, buffer sizes) off stderr; its errors still show.
+
+    llama-cpp-python routes llama.cpp's log through this logger's level."""
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
+
+
+def available() -> bool:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class LlamaCppConfig:
+    """What callers read from a model's config: vocabulary, usable context, name."""
+
+    vocab_size: int
+    max_position_embeddings: int
+    _name_or_path: str
+
+
+@dataclass(frozen=True)
+class EosConfig:
+    eos_token_id: list[int] = field(default_factory=list)
+
+
+class LlamaCppLM:
+    """One llama.cpp context over a GGUF file, holding one sequence in its KV cache."""
+
+    device = torch.device("cpu")
+    dtype = "gguf"  # the weights keep the GGUF's own formats (Q4_K, Q6_K...)
+    max_pass_rows = MAX_ROWS
+
+    def __init__(self, gguf: Path, n_ctx: int = 8192, threads: int = 2, keep_snapshot: bool = True) -> None:
+        if not available():
+            raise ModelError("the llamacpp path needs llama-cpp-python: pip install 'specrag[models]'")
+        from llama_cpp import llama_cpp as bindings
+
+        self._b = bindings
+        _silence()
+        bindings.llama_backend_init()
+        model_params = bindings.llama_model_default_params()
+        model_params.use_extra_bufts = False  # no repacking (see the module docstring)
+        self._model = bindings.llama_model_load_from_file(str(gguf).encode(), model_params)
+        if not self._model:
+            raise ModelError(f"llama.cpp could not load {gguf}: check that it is a GGUF model file")
+        ctx_params = bindings.llama_context_default_params()
+        ctx_params.n_ctx = n_ctx
+        ctx_params.n_batch = ctx_params.n_ubatch = BATCH
+        ctx_params.n_threads = ctx_params.n_threads_batch = threads
+        ctx_params.flash_attn_type = FLASH_ATTN_ENABLED
+        ctx_params.type_k = ctx_params.type_v = GGML_TYPE_BF16
+        ctx_params.no_perf = True
+        self._ctx = bindings.llama_init_from_model(self._model, ctx_params)
+        if not self._ctx:
+            bindings.llama_model_free(self._model)
+            raise ModelError(f"llama.cpp could not make a context of {n_ctx} tokens for {gguf}")
+        self._memory = bindings.llama_get_memory(self._ctx)
+        vocab = bindings.llama_model_get_vocab(self._model)
+        self.vocab_size = bindings.llama_vocab_n_tokens(vocab)
+        eos = {bindings.llama_vocab_eos(vocab), bindings.llama_vocab_eot(vocab)} - {-1}
+        self.generation_config = EosConfig(sorted(eos))
+        self.config = LlamaCppConfig(self.vocab_size, bindings.llama_n_ctx(self._ctx), str(gguf))
+        self.path, self.threads = Path(gguf), threads
+        self._batch = bindings.llama_batch_init(BATCH, 0, 1)
+        self.tokens: list[int] = []  # what the KV cache holds, in order
+        self.keep_snapshot = keep_snapshot
+        self._snapshot: list[int] | None = None  # the last prompt; its positions stay cached until cropped
+        self.reused = 0  # how many tokens the last prefill took from the cache
+
+    @property
+    def model(self) -> LlamaCppLM:
+        """Callers of CachedLM read `lm.model.config` and `lm.model.generation_config`."""
+        return self
+
+    @property
+    def cache(self) -> tuple[int, ...]:
+        """A snapshot of the KV cache: the tokens it holds (`restore` crops back to them)."""
+        return tuple(self.tokens)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    def setup(self) -> list[str]:
+        return [str(self.path), str(self.path.stat().st_size), "llama.cpp", str(self.threads)]
+
+    def extend(self, token_ids: list[int], last_only: bool = False) -> torch.Tensor:
+        """Feed tokens after the cached ones; return logits [n, V] (or [1, V] if last_only)."""
+        if not token_ids:
+            raise SpecragError("nothing to feed the model")
+        if self.length + len(token_ids) > self.config.max_position_embeddings:
+            raise SpecragError(
+                f"the conversation needs {self.length + len(token_ids)} positions, more than the "
+                f"{self.config.max_position_embeddings} of this model's context: start a new conversation"
+            )
+        rows = []
+        for start in range(0, len(token_ids), BATCH):
+            chunk = token_ids[start : start + BATCH]
+            wanted = range(len(chunk)) if not last_only else [len(chunk) - 1] if start + BATCH >= len(token_ids) else []
+            rows.append(self._decode(chunk, wanted))
+        return torch.from_numpy(np.concatenate(rows))
+
+    def _decode(self, chunk: list[int], wanted: range | list[int]) -> np.ndarray:
+        batch, base = self._batch, self.length
+        for i, token in enumerate(chunk):
+            batch.token[i] = token
+            batch.pos[i] = base + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = False
+        for i in wanted:
+            batch.logits[i] = True
+        batch.n_tokens = len(chunk)
+        status = self._b.llama_decode(self._ctx, batch)
+        if status != 0:
+            self.crop(base)  # a failed batch may have left part of itself cached
+            raise SpecragError(f"llama.cpp failed to decode {len(chunk)} tokens (status {status})")
+        self.tokens.extend(chunk)
+        if not wanted:
+            return np.empty((0, self.vocab_size), dtype=np.float32)
+        pointer = ctypes.cast(self._b.llama_get_logits(self._ctx), ctypes.POINTER(ctypes.c_float))
+        return np.ctypeslib.as_array(pointer, (len(wanted), self.vocab_size)).copy()
+
+    def prefill(self, token_ids: list[int]) -> torch.Tensor | None:
+        """Reset to exactly `token_ids`, keeping the cached common prefix with the last prompt.
+
+        Returns the logits after the last token, or None when the whole prompt was cached."""
+        self.crop(self.snapshot_prefix(token_ids))
+        self.reused = self.length
+        logits = self.extend(token_ids[self.length :], last_only=True) if self.length < len(token_ids) else None
+        if self.keep_snapshot:
+            self._snapshot = list(token_ids)
+        return logits
+
+    def snapshot_prefix(self, token_ids: list[int]) -> int:
+        """How many leading tokens of `token_ids` the next prefill would take from the cache."""
+        if self._snapshot is None:
+            return 0
+        return min(common_prefix_length(self._snapshot, token_ids), common_prefix_length(self.tokens, token_ids))
+
+    def trim_snapshot(self, length: int) -> None:
+        """Keep only the snapshot's first `length` positions (drop a prompt's tail, keep its prefix)."""
+        if self._snapshot is not None:
+            self._snapshot = self._snapshot[:length]
+
+    def restore(self, snapshot: tuple[int, ...]) -> None:
+        """Make the cache hold exactly `snapshot` (a `cache` taken earlier): crop to the common part, feed the rest."""
+        self.crop(common_prefix_length(self.tokens, list(snapshot)))
+        if self.length < len(snapshot):
+            self.extend(list(snapshot[self.length :]), last_only=True)
+
+    def crop(self, length: int) -> None:
+        """Keep the first `length` cached positions."""
+        if length > self.length or length < 0:
+            raise ValueError(f"cannot crop a cache of {self.length} positions to {length}")
+        if length < self.length:
+            if not self._b.llama_memory_seq_rm(self._memory, 0, length, -1):
+                raise SpecragError("llama.cpp could not crop its KV cache")
+            del self.tokens[length:]
+
+    def reset(self) -> None:
+        self._b.llama_memory_clear(self._memory, True)
+        self.tokens = []
+        self._snapshot = None
+
+    def close(self) -> None:
+        if getattr(self, "_ctx", None):
+            self._b.llama_batch_free(self._batch)
+            self._b.llama_free(self._ctx)
+            self._b.llama_model_free(self._model)
+            self._ctx = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit the bindings may be gone already
+            self.close()

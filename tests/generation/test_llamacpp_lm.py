@@ -1,0 +1,93 @@
+"""The llama.cpp runner (generation/llamacpp_lm.py) on a tiny random Q4_K GGUF: row invariance,
+cache verbs, and speculation that decodes exactly plain's tokens."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from exactness import assert_greedy_speculation_matches_plain
+from tiny_gguf import write_tiny_gguf
+
+from generation.engine import Engine, GenerationConfig
+from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
+
+
+@pytest.fixture(scope="module")
+def gguf_files(tmp_path_factory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("gguf")
+    return write_tiny_gguf(folder / "target.gguf"), write_tiny_gguf(folder / "draft.gguf", noise=0.03)
+
+
+@pytest.fixture(scope="module")
+def target_lm(gguf_files) -> LlamaCppLM:
+    return LlamaCppLM(gguf_files[0], n_ctx=2048, threads=2, keep_snapshot=False)
+
+
+def tokens(count: int, seed: int) -> list[int]:
+    return torch.randint(0, 256, (count,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def test_a_token_decoded_plainly_and_verified_in_the_widest_pass_get_bit_identical_logits(target_lm):
+    # 600 cached positions: past the 512 keys from which llama.cpp's flash attention would split a
+    # one-row pass across threads (with an f16 cache), so the test covers the regime of real prompts
+    context, new = tokens(600, 0), tokens(MAX_ROWS, 1)
+    target_lm.reset()
+    target_lm.extend(context, last_only=True)
+    plain = torch.stack([target_lm.extend([token])[-1].clone() for token in new])
+    for width in range(2, MAX_ROWS + 1):
+        target_lm.crop(len(context))
+        assert torch.equal(target_lm.extend(new[:width]), plain[:width]), width
+
+
+def test_prefill_keeps_the_common_prefix_with_the_last_prompt_and_crop_rolls_back(gguf_files):
+    lm = LlamaCppLM(gguf_files[0], n_ctx=1024)
+    first = tokens(300, 2)
+    after_first = lm.prefill(first)
+    assert lm.reused == 0 and lm.length == 300 and after_first.shape == (1, 257)
+    lm.extend(tokens(5, 3))  # an answer after the prompt
+    second = first[:200] + tokens(50, 4)
+    lm.prefill(second)
+    assert lm.reused == 200 and lm.tokens == second
+    assert lm.prefill(second) is None and lm.reused == 250  # the whole prompt is cached
+    before = lm.extend([7, 8, 9])
+    lm.crop(250)
+    assert lm.length == 250 and torch.equal(lm.extend([7, 8, 9]), before)
+    with pytest.raises(ValueError, match="cannot crop"):
+        lm.crop(400)
+
+
+def test_a_conversation_longer_than_the_context_is_refused_with_what_to_do(gguf_files):
+    lm = LlamaCppLM(gguf_files[0], n_ctx=256)
+    lm.extend(tokens(200, 5), last_only=True)
+    with pytest.raises(Exception, match="start a new conversation"):
+        lm.extend(tokens(100, 6))
+    assert lm.length == 200  # nothing half-fed
+
+
+def test_greedy_speculation_equals_plain_decoding_on_llama_cpp(gguf_files, tokenizer):
+    target = LlamaCppLM(gguf_files[0], n_ctx=2048)
+    draft = LlamaCppLM(gguf_files[1], n_ctx=2048)
+    engine = Engine(target, tokenizer, draft)
+    assert_greedy_speculation_matches_plain(engine)
+    # the draft model agrees often but not always: drafts were both kept and rolled back
+    prompt = tokens(120, 2)
+    result = engine.complete(prompt, [prompt[10:60]], GenerationConfig(max_new_tokens=40, draft_length=6))
+    assert result.stats.accepted["model"] + result.stats.accepted["ngram"] > 0
+    assert result.stats.accepted["model"] < result.stats.drafted["model"]
+
+
+def test_the_engine_never_verifies_more_rows_than_the_runner_keeps_invariant(gguf_files, tokenizer):
+    target = LlamaCppLM(gguf_files[0], n_ctx=2048)
+    widths = []
+    extend = target.extend
+
+    def recording(token_ids, last_only=False):
+        if not last_only:
+            widths.append(len(token_ids))
+        return extend(token_ids, last_only)
+
+    target.extend = recording
+    engine = Engine(target, tokenizer, LlamaCppLM(gguf_files[0], n_ctx=2048))  # the same model: every draft kept
+    prompt = tokens(100, 7)
+    engine.complete(prompt, [prompt], GenerationConfig(max_new_tokens=40, draft_length=16, speculation="model"))
+    assert max(widths) == MAX_ROWS
