@@ -35,6 +35,7 @@ from generation.cached_lm import common_prefix_length
 from generation.errors import ModelError, SpecragError
 
 BATCH = 512  # tokens per llama_decode call (llama.cpp's default batch)
+OUTPUTS = 32  # logits rows a call may return: sizes llama.cpp's output buffer (512 rows of 151,936 floats: 311 MB)
 MAX_ROWS = 7  # from 8 rows on, llama.cpp's tiled K-quant matmul computes rows differently
 GGML_TYPE_BF16 = 30  # ggml.h; the KV cache type that keeps flash attention on its row-wise path
 FLASH_ATTN_ENABLED = 1  # llama_flash_attn_type
@@ -92,6 +93,7 @@ class LlamaCppLM:
         ctx_params = bindings.llama_context_default_params()
         ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = ctx_params.n_ubatch = BATCH
+        ctx_params.n_outputs_max = OUTPUTS
         ctx_params.n_threads = ctx_params.n_threads_batch = threads
         ctx_params.flash_attn_type = FLASH_ATTN_ENABLED
         ctx_params.type_k = ctx_params.type_v = GGML_TYPE_BF16
@@ -139,10 +141,10 @@ class LlamaCppLM:
                 f"the conversation needs {self.length + len(token_ids)} positions, more than the "
                 f"{self.config.max_position_embeddings} of this model's context: start a new conversation"
             )
-        rows = []
-        for start in range(0, len(token_ids), BATCH):
-            chunk = token_ids[start : start + BATCH]
-            wanted = range(len(chunk)) if not last_only else [len(chunk) - 1] if start + BATCH >= len(token_ids) else []
+        rows, step = [], BATCH if last_only else OUTPUTS
+        for start in range(0, len(token_ids), step):
+            chunk = token_ids[start : start + step]
+            wanted = range(len(chunk)) if not last_only else [len(chunk) - 1] if start + step >= len(token_ids) else []
             rows.append(self._decode(chunk, wanted))
         return torch.from_numpy(np.concatenate(rows))
 

@@ -153,7 +153,7 @@ def load_models(
     dev = pick_device(device)
     if quant == "auto" and target not in PACKAGED:
         quant = "none"  # a model given as a folder or hub id runs on its own weights unless a path is asked for
-    path = resolve_path(quant, dev, dtype, cache_root() / "calibration.json")
+    path = resolve_path(quant, dev, dtype, cache_root() / "calibration.json", target if target in PACKAGED else None)
     if path == LLAMACPP:
         return load_llamacpp_models(target, draft)
     if path != "none":

@@ -25,10 +25,13 @@ import torch.nn.functional as F
 
 from core.atomic import write_atomic
 from core.hardware import cpu_name
-from generation.calibration import read_table
+from generation.cached_lm import CachedLM
+from generation.calibration import measure_pass_seconds, read_table
 from generation.errors import ModelError
+from generation.llamacpp_lm import LlamaCppLM
 from generation.llamacpp_lm import available as llamacpp_available
 from generation.mlas_linear import available as mlas_available
+from generation.model_store import gguf_file
 from generation.path_names import LLAMACPP, MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 
@@ -36,8 +39,12 @@ SHAPE = (8960, 1536)  # the default target's MLP projection
 ROWS = (1, 8)
 
 
-def resolve_path(path: str, device: torch.device, dtype: str, cache_file: Path | None) -> str:
-    """The concrete path ("none", "int4", "int8" or "int4-mlas") for a requested one."""
+def resolve_path(
+    path: str, device: torch.device, dtype: str, cache_file: Path | None, target: str | None = None
+) -> str:
+    """The concrete path ("none", "int4", "int8", "int4-mlas" or "llamacpp") for a requested one.
+
+    `target`: the packaged model `auto` may run on llama.cpp (None: only the torch paths compete)."""
     if path not in PATHS:
         raise ModelError(f"unknown numeric path {path!r}; use one of {', '.join(PATHS)}")
     if path != "auto":
@@ -50,7 +57,11 @@ def resolve_path(path: str, device: torch.device, dtype: str, cache_file: Path |
         return path
     if device.type != "cpu" or dtype != "auto":
         return "none"
-    return cached_fastest_path(cache_file)
+    torch_path = cached_fastest_path(cache_file)
+    if target is None or torch_path == "none" or not llamacpp_available():
+        return torch_path
+    steps = cached_measurement(cache_file, "engine-path", lambda: measure_model_steps(target, torch_path))
+    return LLAMACPP if steps[LLAMACPP] < steps[torch_path] else torch_path
 
 
 def cached_fastest_path(cache_file: Path | None) -> str:
@@ -58,6 +69,30 @@ def cached_fastest_path(cache_file: Path | None) -> str:
     # int8 is not picked by auto: its weights are twice int4's, and on a loaded 2-core machine the
     # single-matrix timings of the two were within noise of each other (49 vs 54 ms)
     return "int4" if costs["int4"] < costs["none"] else "none"
+
+
+STEP_SIZES = (1, 4)  # a plain decoding step and a typical verification pass
+STEP_CONTEXT = 256
+
+
+def measure_model_steps(target: str, torch_path: str) -> dict[str, float]:
+    """Seconds of a 1-token plus a 4-token pass of the whole target, on the torch path and on llama.cpp.
+
+    The two paths' kernels differ too much for one matrix to stand for the model (llama.cpp also runs
+    attention and norms its own way), so both load the target once, one after the other; the winner
+    is kept in the calibration file, so this runs once per machine (~30 s)."""
+    import gc
+
+    from generation.models import load_quantized_models  # models imports this module
+
+    llama = LlamaCppLM(gguf_file(target), n_ctx=STEP_CONTEXT + 32, keep_snapshot=False)
+    llama_seconds = measure_pass_seconds(llama, STEP_SIZES, repeats=3, context=STEP_CONTEXT)
+    llama.close()
+    model = load_quantized_models(target, None, torch.device("cpu"), torch_path).target  # with its prefill plan
+    torch_seconds = measure_pass_seconds(CachedLM(model, keep_snapshot=False), STEP_SIZES, 3, STEP_CONTEXT)
+    del model
+    gc.collect()
+    return {LLAMACPP: sum(llama_seconds.values()), torch_path: sum(torch_seconds.values())}
 
 
 @torch.inference_mode()

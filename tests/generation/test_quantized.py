@@ -92,6 +92,27 @@ def test_the_path_is_measured_once_per_machine_and_float32_stays_one_flag_away(t
     assert resolve_path("int8", cpu, "auto", cache) == "int8"
 
 
+@pytest.mark.parametrize("llama_seconds, chosen", [(0.5, "llamacpp"), (2.0, "int4")])
+def test_auto_runs_a_packaged_target_on_llama_cpp_only_where_its_whole_model_steps_measure_faster(
+    tmp_path, monkeypatch, llama_seconds, chosen
+):
+    from generation import numeric_path as paths
+
+    calls = []
+    monkeypatch.setattr(paths, "measure_paths", lambda: {"none": 3.0, "int4": 1.0, "int8": 2.0})
+    monkeypatch.setattr(paths, "llamacpp_available", lambda: True)
+    monkeypatch.setattr(
+        paths,
+        "measure_model_steps",
+        lambda target, torch_path: calls.append(target) or {"llamacpp": llama_seconds, torch_path: 1.0},
+    )
+    cache, cpu = tmp_path / "calibration.json", torch.device("cpu")
+    assert resolve_path("auto", cpu, "auto", cache, "default-target") == chosen
+    assert resolve_path("auto", cpu, "auto", cache, "default-target") == chosen and calls == ["default-target"]
+    assert resolve_path("auto", cpu, "auto", cache) == "int4"  # a model given as a folder: torch paths only
+    assert resolve_path("auto", cpu, "float32", cache, "default-target") == "none"  # the reference stays one flag away
+
+
 @pytest.mark.parametrize("layer", [Int4Linear, Int8Linear])
 def test_prefill_sized_passes_take_the_dequantized_matmul_and_agree_with_the_kernel(layer):
     from generation import quantized as q
