@@ -85,3 +85,39 @@ def test_on_the_int4_path_every_speculative_mode_matches_plain_greedy(real_int4)
         for length in (None, 16):
             config = GenerationConfig(max_new_tokens=64, speculation=mode, draft_length=length)
             assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)
+
+
+@pytest.fixture(scope="module")
+def real_llamacpp(monkeypatch_module):
+    monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
+    from generation.engine import Engine
+    from generation.models import load_models
+
+    models = load_models(quant="llamacpp")
+    return models, Engine(models.target, models.tokenizer, models.draft)
+
+
+def test_on_llama_cpp_a_plain_step_and_the_widest_verification_pass_give_bit_identical_logits(real_llamacpp):
+    import torch
+
+    models, engine = real_llamacpp
+    lm, widest = engine.target, engine.target.max_pass_rows
+    prompt, _ = runbook_prompt(models.tokenizer, "What does exit code 137 mean?")
+    lm.reset()
+    lm.extend(prompt[:-20], last_only=True)
+    new = prompt[-20 : -20 + widest]  # the last token plus a 6-token draft
+    plain = torch.stack([lm.extend([token])[-1].clone() for token in new])
+    lm.crop(len(prompt) - 20)
+    assert torch.equal(lm.extend(new), plain)
+
+
+def test_on_llama_cpp_every_speculative_mode_matches_plain_greedy(real_llamacpp):
+    from generation.engine import GenerationConfig
+
+    models, engine = real_llamacpp
+    prompt, chunks = runbook_prompt(models.tokenizer, "What does exit code 137 mean and what should I do?")
+    plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=64, speculation="none"))
+    for mode in ("ngram", "model", "hybrid"):
+        for length in (None, 6):
+            config = GenerationConfig(max_new_tokens=64, speculation=mode, draft_length=length)
+            assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)
