@@ -50,8 +50,9 @@ def test_every_speculative_mode_matches_plain_greedy_on_a_runbook_question(real)
         assert result.stats.tokens_per_pass > 1.0, mode
 
 
-@pytest.fixture(scope="module", params=["int4", "int4-mlas"])  # torch's kernels, then ONNX Runtime's
-def real_int4(monkeypatch_module, request):
+# torch's, ONNX Runtime's and llama.cpp's kernels
+@pytest.fixture(scope="module", params=["int4", "int4-mlas", "llamacpp"])
+def real_fast_path(monkeypatch_module, request):
     monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
     from generation.engine import Engine
     from generation.models import load_models
@@ -60,64 +61,28 @@ def real_int4(monkeypatch_module, request):
     return models, Engine(models.target, models.tokenizer, models.draft)
 
 
-def test_on_the_int4_path_a_plain_step_and_the_widest_verification_pass_give_bit_identical_logits(real_int4):
+def test_on_each_fast_path_a_plain_step_and_the_widest_verification_pass_give_bit_identical_logits(real_fast_path):
     import torch
 
-    from generation.cached_lm import CachedLM
-
-    models, _ = real_int4
-    prompt, _ = runbook_prompt(models.tokenizer, "What does exit code 137 mean?")
-    lm = CachedLM(models.target, keep_snapshot=False)
-    lm.extend(prompt[:-20], last_only=True)
-    new = prompt[-20:-3]  # 17 real tokens: the last one plus a 16-token draft
-    plain = torch.stack([lm.extend([token])[-1].clone() for token in new])
-    lm.crop(len(prompt) - 20)
-    assert torch.equal(lm.extend(new), plain)
-
-
-def test_on_the_int4_path_every_speculative_mode_matches_plain_greedy(real_int4):
-    from generation.engine import GenerationConfig
-
-    models, engine = real_int4
-    prompt, chunks = runbook_prompt(models.tokenizer, "What does exit code 137 mean and what should I do?")
-    plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=64, speculation="none"))
-    for mode in ("ngram", "model", "hybrid"):
-        for length in (None, 16):
-            config = GenerationConfig(max_new_tokens=64, speculation=mode, draft_length=length)
-            assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)
-
-
-@pytest.fixture(scope="module")
-def real_llamacpp(monkeypatch_module):
-    monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
-    from generation.engine import Engine
-    from generation.models import load_models
-
-    models = load_models(quant="llamacpp")
-    return models, Engine(models.target, models.tokenizer, models.draft)
-
-
-def test_on_llama_cpp_a_plain_step_and_the_widest_verification_pass_give_bit_identical_logits(real_llamacpp):
-    import torch
-
-    models, engine = real_llamacpp
-    lm, widest = engine.target, engine.target.max_pass_rows
+    models, engine = real_fast_path
+    lm = engine.target
+    widest = min(lm.max_pass_rows, 17)  # the last token plus the engine's widest draft (16, or 6 on llama.cpp)
     prompt, _ = runbook_prompt(models.tokenizer, "What does exit code 137 mean?")
     lm.reset()
     lm.extend(prompt[:-20], last_only=True)
-    new = prompt[-20 : -20 + widest]  # the last token plus a 6-token draft
+    new = prompt[-20 : -20 + widest]
     plain = torch.stack([lm.extend([token])[-1].clone() for token in new])
     lm.crop(len(prompt) - 20)
     assert torch.equal(lm.extend(new), plain)
 
 
-def test_on_llama_cpp_every_speculative_mode_matches_plain_greedy(real_llamacpp):
+def test_on_each_fast_path_every_speculative_mode_matches_plain_greedy(real_fast_path):
     from generation.engine import GenerationConfig
 
-    models, engine = real_llamacpp
+    models, engine = real_fast_path
     prompt, chunks = runbook_prompt(models.tokenizer, "What does exit code 137 mean and what should I do?")
     plain = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=64, speculation="none"))
     for mode in ("ngram", "model", "hybrid"):
-        for length in (None, 6):
+        for length in (None, min(16, engine.target.max_pass_rows - 1)):
             config = GenerationConfig(max_new_tokens=64, speculation=mode, draft_length=length)
             assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)
