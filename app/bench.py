@@ -37,10 +37,10 @@ from app.bench_report import (
 )
 from app.cli_options import add_model_args, add_sampling_args, model_options
 from app.copilot import AnswerOptions, Copilot, CopilotOptions
-from app.copilot.loading import target_gguf
 from app.copilot.prompting import encode_chunks, encode_prompt, fixed_prefix_length, spec_bench_rows
 from core.errors import SpecragError
 from core.hardware import cpu_name
+from generation.model_store import gguf_file
 from generation.path_names import LLAMACPP as LLAMACPP_PATH
 
 METHODS = ("plain", "hf-prompt-lookup", "hf-assisted", "ngram", "model", "hybrid", "llamacpp-plain")
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     methods = parse_methods(args.methods) if args.methods else default_methods()
     rows = spec_bench_rows(args.questions, args.limit)
     gguf = Path(args.gguf) if args.gguf else None
-    if LLAMACPP in methods and gguf is None and (gguf := target_gguf(args.target)) is None:
+    if LLAMACPP in methods and gguf is None and (gguf := gguf_file(args.target)) is None:
         raise SpecragError(f"{LLAMACPP} needs the target as a GGUF file: pass --gguf FILE")
     if LLAMACPP in methods:
         check_available(gguf)

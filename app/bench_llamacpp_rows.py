@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from app.bench_llamacpp import check_available
-from app.copilot.loading import target_gguf
 from app.copilot.options import ModelOptions
 from core.errors import SpecragError
+from generation.model_store import gguf_file
 
 WIDTHS = (2, 3, 4, 5, 6, 7, 8, 9, 12, 16)
 TOKENS = max(WIDTHS)
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-repack", action="store_true", help="keep llama.cpp from repacking the weights")
     parser.add_argument("--flash-attn", action="store_true", help="llama.cpp's flash attention")
     args = parser.parse_args(argv)
-    gguf = Path(args.gguf) if args.gguf else target_gguf(ModelOptions().target)
+    gguf = Path(args.gguf) if args.gguf else gguf_file(ModelOptions().target)
     if gguf is None:
         raise SpecragError("no GGUF file for the target: pass --gguf FILE")
     check_available(gguf)

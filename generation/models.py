@@ -86,11 +86,11 @@ def load_causal_lm(path: str, device: torch.device, dtype: torch.dtype) -> PreTr
 def check_same_vocabulary(
     target_tok: PreTrainedTokenizerBase,
     draft_tok: PreTrainedTokenizerBase,
-    target: PreTrainedModel,
-    draft: PreTrainedModel,
+    target: PreTrainedModel | LlamaCppLM,
+    draft: PreTrainedModel | LlamaCppLM,
 ) -> None:
     """Refuse a draft whose token ids mean something else than the target's."""
-    t_size, d_size = target.get_output_embeddings().out_features, draft.get_output_embeddings().out_features
+    t_size, d_size = scored_tokens(target), scored_tokens(draft)
     if t_size != d_size:
         raise VocabularyMismatchError(
             f"target and draft models must share a vocabulary: the target scores {t_size} tokens, "
@@ -101,6 +101,11 @@ def check_same_vocabulary(
             "target and draft models must share a vocabulary: their tokenizers map tokens to different ids; "
             "pick a draft model of the same family"
         )
+
+
+def scored_tokens(model: PreTrainedModel | LlamaCppLM) -> int:
+    """How many tokens a model's logits score."""
+    return model.vocab_size if isinstance(model, LlamaCppLM) else model.get_output_embeddings().out_features
 
 
 def quantize_draft_int8(model: PreTrainedModel) -> PreTrainedModel:
@@ -209,12 +214,9 @@ def load_llamacpp_models(target: str, draft: str | None) -> LoadedModels:
     if draft:
         draft_gguf = _gguf_or_error(draft)
         draft_lm, draft_path = LlamaCppLM(draft_gguf, n_ctx=LLAMACPP_CONTEXT), str(draft_gguf)
-        if draft_lm.vocab_size != target_lm.vocab_size or (
-            AutoTokenizer.from_pretrained(ensure_tokenizer(draft_gguf)).get_vocab() != tokenizer.get_vocab()
-        ):
-            raise VocabularyMismatchError(
-                "target and draft models must share a vocabulary; pick a draft model of the same family"
-            )
+        check_same_vocabulary(
+            tokenizer, AutoTokenizer.from_pretrained(ensure_tokenizer(draft_gguf)), target_lm, draft_lm
+        )
     return LoadedModels(
         target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, torch.device("cpu"), quant=LLAMACPP
     )

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.copilot.options import ModelOptions
@@ -50,10 +49,3 @@ def load_engine(options: ModelOptions) -> LoadedEngine:
     return LoadedEngine(
         engine, models.target_path, models.draft_path, models.draft_int8, models.linear_layout_patched, models.quant
     )
-
-
-def target_gguf(target: str) -> Path | None:
-    """The GGUF file a target model comes from: the packaged model's (assembled once), a given .gguf path, or None."""
-    from generation.model_store import gguf_file
-
-    return gguf_file(target)
