@@ -41,7 +41,7 @@ from app.copilot.prompting import encode_chunks, encode_prompt, fixed_prefix_len
 from core.errors import SpecragError
 from core.hardware import cpu_name
 from generation.model_store import gguf_file
-from generation.path_names import LLAMACPP as LLAMACPP_PATH
+from generation.path_names import LLAMACPP_PATHS
 
 METHODS = ("plain", "hf-prompt-lookup", "hf-assisted", "ngram", "model", "hybrid", "llamacpp-plain")
 ENGINE_MODES = {"plain": "none", "ngram": "ngram", "model": "model", "hybrid": "hybrid"}
@@ -128,10 +128,13 @@ def run(args: argparse.Namespace) -> int:
     _quiet_transformers()
     copilot = Copilot.load(CopilotOptions(models=model_options(args)))
     loaded = copilot.loaded
-    methods = usable_methods(methods, loaded.engine.draft is not None)
-    if loaded.quant == LLAMACPP_PATH and (hf := [m for m in methods if m.startswith("hf-")]):
+    plain_only = loaded.engine.target.max_pass_rows <= 1
+    if plain_only:  # measured as the product runs them on this path
+        _progress(f"--quant {loaded.quant} verifies no drafts: every engine method decodes as plain does")
+    methods = usable_methods(methods, loaded.engine.draft is not None or plain_only)
+    if loaded.quant in LLAMACPP_PATHS and (hf := [m for m in methods if m.startswith("hf-")]):
         raise SpecragError(
-            f"{', '.join(hf)} run transformers models, which --quant {LLAMACPP_PATH} does not load: "
+            f"{', '.join(hf)} run transformers models, which --quant {loaded.quant} does not load: "
             "bench them on another path"
         )
     answer = AnswerOptions(

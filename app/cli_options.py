@@ -52,9 +52,10 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--quant",
         default="auto",
         choices=PATHS,
-        help="numeric path: int4/int8 weight-only CPU kernels (int4-mlas: int4 on ONNX Runtime's kernels, faster, "
-        "about twice the memory, needs the mlas extra), or none (float weights); default auto: the fastest of "
-        "int4 and float32 measured on this CPU unless --dtype is given; float32 is --dtype float32",
+        help="numeric path: llamacpp (the GGUF on llama.cpp, row-invariant, speculative), llamacpp-f16 (f16 KV "
+        "cache: faster prefill, plain decoding), int4/int8 weight-only torch kernels (int4-mlas: int4 on ONNX "
+        "Runtime's kernels, needs the mlas extra), or none (float weights); default auto: the fastest measured on "
+        "this CPU unless --dtype is given; float32 is --dtype float32",
     )
 
 

@@ -34,11 +34,20 @@ def measure_pass_seconds(
     lm: CachedLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
 ) -> dict[int, float]:
     """Seconds of a target pass over n new tokens after `context` tokens, fastest of `repeats` interleaved runs."""
+    return measure_prefill_and_passes(lm, sizes, repeats, context)[1]
+
+
+def measure_prefill_and_passes(
+    lm: CachedLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
+) -> tuple[float, dict[int, float]]:
+    """Seconds of the `context`-token prefill, and of each n-token pass after it (fastest of `repeats`)."""
     vocab = lm.vocab_size
     generator = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, vocab, (context + max(sizes),), generator=generator).tolist()
     lm.reset()
+    start = time.perf_counter()
     lm.extend(tokens[:context], last_only=True)
+    prefill = time.perf_counter() - start
     best = dict.fromkeys(sizes, float("inf"))
     for _ in range(repeats):
         for n in sizes:
@@ -47,7 +56,7 @@ def measure_pass_seconds(
             best[n] = min(best[n], time.perf_counter() - start)
             lm.crop(context)
     lm.reset()
-    return best
+    return prefill, best
 
 
 def setup_key(lm: CachedLM, extra: str = "") -> str:

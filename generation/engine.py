@@ -203,8 +203,8 @@ class Engine:
     def _make_drafter(
         self, config: GenerationConfig, chunks: Sequence[Sequence[int]], generator: torch.Generator
     ) -> HybridDrafter | None:
-        if config.speculation == "none":
-            return None
+        if config.speculation == "none" or self.target.max_pass_rows <= 1:
+            return None  # a target whose rows depend on the pass width (llamacpp-f16) can verify no draft
         self.cost = self.cost or PassCost(
             cached_relative_costs(self.target, cache_root() / "calibration.json", calibration_extra(self.target.model))
         )

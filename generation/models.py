@@ -20,7 +20,7 @@ from generation.llamacpp_lm import LlamaCppLM
 from generation.mlas_linear import to_mlas, use_cores_for_mlas
 from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model, ensure_tokenizer, gguf_file
 from generation.numeric_path import cached_wide_plan, resolve_path
-from generation.path_names import LLAMACPP
+from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS
 from generation.quantized import set_int4_wide_rows, set_wide_dtype
 from generation.quantized_model import MLAS
 
@@ -159,8 +159,8 @@ def load_models(
     if quant == "auto" and target not in PACKAGED:
         quant = "none"  # a model given as a folder or hub id runs on its own weights unless a path is asked for
     path = resolve_path(quant, dev, dtype, cache_root() / "calibration.json", target if target in PACKAGED else None)
-    if path == LLAMACPP:
-        return load_llamacpp_models(target, draft)
+    if path in LLAMACPP_PATHS:
+        return load_llamacpp_models(target, draft, row_invariant=path == LLAMACPP)
     if path != "none":
         return load_quantized_models(target, draft, dev, path)
     torch_dtype = pick_dtype(dtype, dev)
@@ -203,23 +203,23 @@ def load_quantized_models(target: str, draft: str | None, dev: torch.device, mod
     return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, quant=mode)
 
 
-def load_llamacpp_models(target: str, draft: str | None) -> LoadedModels:
+def load_llamacpp_models(target: str, draft: str | None, row_invariant: bool = True) -> LoadedModels:
     """Target and draft as GGUF files on llama.cpp (llamacpp_lm.py), with the target GGUF's tokenizer.
 
-    Nothing is converted but the tokenizer: the GGUF files are the weights, mapped from disk."""
+    Nothing is converted but the tokenizer: the GGUF files are the weights, mapped from disk. Without row
+    invariance (the f16 KV cache) the target verifies no drafts, so no draft model is loaded."""
     target_gguf = _gguf_or_error(target)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tokenizer(target_gguf))
-    target_lm = LlamaCppLM(target_gguf, n_ctx=LLAMACPP_CONTEXT)
+    target_lm = LlamaCppLM(target_gguf, n_ctx=LLAMACPP_CONTEXT, row_invariant=row_invariant)
     draft_lm, draft_path = None, None
-    if draft:
+    if draft and row_invariant:
         draft_gguf = _gguf_or_error(draft)
         draft_lm, draft_path = LlamaCppLM(draft_gguf, n_ctx=LLAMACPP_CONTEXT), str(draft_gguf)
         check_same_vocabulary(
             tokenizer, AutoTokenizer.from_pretrained(ensure_tokenizer(draft_gguf)), target_lm, draft_lm
         )
-    return LoadedModels(
-        target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, torch.device("cpu"), quant=LLAMACPP
-    )
+    path = LLAMACPP if row_invariant else LLAMACPP_F16
+    return LoadedModels(target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, torch.device("cpu"), quant=path)
 
 
 LLAMACPP_CONTEXT = (
@@ -231,6 +231,7 @@ def _gguf_or_error(name: str) -> Path:
     path = gguf_file(name)
     if path is None or not path.exists():
         raise ModelError(
-            f"--quant {LLAMACPP} runs GGUF files: pass a packaged model or a path to a .gguf file, not {name}"
+            f"--quant {'/'.join(LLAMACPP_PATHS)} run GGUF files: pass a packaged model or a path to a .gguf "
+            f"file, not {name}"
         )
     return path

@@ -26,13 +26,14 @@ import torch.nn.functional as F
 from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.cached_lm import CachedLM
-from generation.calibration import measure_pass_seconds, read_table
+from generation.calibration import measure_pass_seconds, measure_prefill_and_passes, read_table
+from generation.drafters.policy import PassCost, best_draft_length
 from generation.errors import ModelError
-from generation.llamacpp_lm import LlamaCppLM
+from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
 from generation.llamacpp_lm import available as llamacpp_available
 from generation.mlas_linear import available as mlas_available
 from generation.model_store import gguf_file
-from generation.path_names import LLAMACPP, MLAS, PATHS
+from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 
 SHAPE = (8960, 1536)  # the default target's MLP projection
@@ -42,9 +43,10 @@ ROWS = (1, 8)
 def resolve_path(
     path: str, device: torch.device, dtype: str, cache_file: Path | None, target: str | None = None
 ) -> str:
-    """The concrete path ("none", "int4", "int8", "int4-mlas" or "llamacpp") for a requested one.
+    """The concrete path ("none", "int4", "int8", "int4-mlas", "llamacpp" or "llamacpp-f16") for a requested one.
 
-    `target`: the packaged model `auto` may run on llama.cpp (None: only the torch paths compete)."""
+    `target`: the packaged model `auto` may run on llama.cpp (None: only the torch paths compete). Where
+    llama.cpp's steps beat the torch path's, its KV cache is chosen by `measure_llamacpp_kv`."""
     if path not in PATHS:
         raise ModelError(f"unknown numeric path {path!r}; use one of {', '.join(PATHS)}")
     if path != "auto":
@@ -52,8 +54,8 @@ def resolve_path(
             raise ModelError(f"--quant {path} runs CPU kernels; use --device cpu or --quant none")
         if path == MLAS and not mlas_available():
             raise ModelError(f"--quant {MLAS} needs ONNX Runtime: pip install 'specrag[mlas]'")
-        if path == LLAMACPP and not llamacpp_available():
-            raise ModelError(f"--quant {LLAMACPP} needs llama-cpp-python: pip install 'specrag[models]'")
+        if path in LLAMACPP_PATHS and not llamacpp_available():
+            raise ModelError(f"--quant {path} needs llama-cpp-python: pip install 'specrag[models]'")
         return path
     if device.type != "cpu" or dtype != "auto":
         return "none"
@@ -61,7 +63,10 @@ def resolve_path(
     if target is None or torch_path == "none" or not llamacpp_available():
         return torch_path
     steps = cached_measurement(cache_file, "engine-path", lambda: measure_model_steps(target, torch_path))
-    return LLAMACPP if steps[LLAMACPP] < steps[torch_path] else torch_path
+    if steps[LLAMACPP] >= steps[torch_path]:
+        return torch_path
+    answer = cached_measurement(cache_file, "llamacpp-kv", lambda: measure_llamacpp_kv(target))
+    return LLAMACPP_F16 if answer[LLAMACPP_F16] < answer[LLAMACPP] else LLAMACPP
 
 
 def cached_fastest_path(cache_file: Path | None) -> str:
@@ -93,6 +98,47 @@ def measure_model_steps(target: str, torch_path: str) -> dict[str, float]:
     del model
     gc.collect()
     return {LLAMACPP: sum(llama_seconds.values()), torch_path: sum(torch_seconds.values())}
+
+
+# llama.cpp's KV cache is chosen by the projected seconds of a typical answer: the prefill of a first
+# question's new tokens (893 in the web chat, README) plus an answer's decoding steps (102-137 tokens on
+# average in the eval), the bf16 cache's steps shortened by what its drafts can buy on its own pass costs.
+KV_PROMPT_TOKENS = 900
+KV_ANSWER_TOKENS = 120
+KV_CONTEXT = 640  # over 512 cached keys: where the f16 cache's one-row pass splits the keys across threads
+DRAFT_ACCEPTANCE = 0.8  # per-token acceptance of the drafts the policy sent on the llamacpp path (0.81, README)
+
+
+def measure_llamacpp_kv(target: str) -> dict[str, float]:
+    """Projected seconds of a typical answer on llamacpp (bf16 cache, speculative) and llamacpp-f16 (plain).
+
+    The f16 cache prefills faster (llama.cpp's tiled flash attention takes it), but its rows depend on the
+    pass width, so it decodes plainly; ~1 min once per machine (prefill timed once per cache)."""
+    gguf = gguf_file(target)
+    answer = {}
+    for path in (LLAMACPP, LLAMACPP_F16):
+        lm = LlamaCppLM(gguf, n_ctx=KV_CONTEXT + MAX_ROWS + 1, keep_snapshot=False, row_invariant=path == LLAMACPP)
+        sizes = tuple(sorted({1, 2, 4, lm.max_pass_rows}))
+        prefill, passes = measure_prefill_and_passes(lm, sizes, repeats=3, context=KV_CONTEXT)
+        lm.close()
+        answer[path] = round(projected_answer_seconds(prefill / KV_CONTEXT, passes), 3)
+    return answer
+
+
+def projected_answer_seconds(prefill_token_seconds: float, pass_seconds: dict[int, float]) -> float:
+    """Prefill of KV_PROMPT_TOKENS plus KV_ANSWER_TOKENS decoded at the best rate drafts allow."""
+    decode = KV_ANSWER_TOKENS * pass_seconds[1] / speculation_gain(pass_seconds)
+    return KV_PROMPT_TOKENS * prefill_token_seconds + decode
+
+
+def speculation_gain(pass_seconds: dict[int, float], acceptance: float = DRAFT_ACCEPTANCE) -> float:
+    """Decoding speed with the best draft length over plain decoding's (>= 1), from measured pass costs.
+
+    Uses the policy's own model (drafters/policy.py): k drafted tokens, each accepted with `acceptance`,
+    verified in one pass of k + 1 rows, up to the widest pass measured."""
+    cost = PassCost({n: seconds / pass_seconds[1] for n, seconds in pass_seconds.items()})
+    _, rate = best_draft_length(acceptance, cost, 0.0, max(pass_seconds) - 1)
+    return rate * cost(1)
 
 
 @torch.inference_mode()

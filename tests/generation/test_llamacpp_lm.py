@@ -91,3 +91,23 @@ def test_the_engine_never_verifies_more_rows_than_the_runner_keeps_invariant(ggu
     prompt = tokens(100, 7)
     engine.complete(prompt, [prompt], GenerationConfig(max_new_tokens=40, draft_length=16, speculation="model"))
     assert max(widths) == MAX_ROWS
+
+
+def test_an_f16_cache_verifies_no_drafts_so_every_mode_decodes_plainly(gguf_files, tokenizer):
+    target = LlamaCppLM(gguf_files[0], n_ctx=2048, row_invariant=False)
+    assert target.max_pass_rows == 1
+    engine = Engine(target, tokenizer)  # no draft model: none is loaded for this cache
+    prompt = tokens(600, 8)  # past 512 cached keys: the f16 cache's one-row passes split them
+    plain = engine.complete(prompt, [], GenerationConfig(max_new_tokens=24, speculation="none"))
+    for mode in ("ngram", "hybrid"):
+        result = engine.complete(prompt, [prompt[100:400]], GenerationConfig(max_new_tokens=24, speculation=mode))
+        assert result.token_ids == plain.token_ids
+        assert result.stats.target_passes == len(result.token_ids) and sum(result.stats.drafted.values()) == 0
+
+
+def test_the_kv_cache_choice_times_prefill_and_steps_on_the_real_runner(gguf_files, monkeypatch):
+    from generation import numeric_path as paths
+
+    monkeypatch.setattr(paths, "gguf_file", lambda name: gguf_files[0])
+    answer = paths.measure_llamacpp_kv("default-target")
+    assert set(answer) == {"llamacpp", "llamacpp-f16"} and all(seconds > 0 for seconds in answer.values())

@@ -92,9 +92,11 @@ def test_the_path_is_measured_once_per_machine_and_float32_stays_one_flag_away(t
     assert resolve_path("int8", cpu, "auto", cache) == "int8"
 
 
-@pytest.mark.parametrize("llama_seconds, chosen", [(0.5, "llamacpp"), (2.0, "int4")])
+@pytest.mark.parametrize(
+    "llama_seconds, f16_answer, chosen", [(0.5, 40.0, "llamacpp"), (0.5, 20.0, "llamacpp-f16"), (2.0, 20.0, "int4")]
+)
 def test_auto_runs_a_packaged_target_on_llama_cpp_only_where_its_whole_model_steps_measure_faster(
-    tmp_path, monkeypatch, llama_seconds, chosen
+    tmp_path, monkeypatch, llama_seconds, f16_answer, chosen
 ):
     from generation import numeric_path as paths
 
@@ -106,9 +108,16 @@ def test_auto_runs_a_packaged_target_on_llama_cpp_only_where_its_whole_model_ste
         "measure_model_steps",
         lambda target, torch_path: calls.append(target) or {"llamacpp": llama_seconds, torch_path: 1.0},
     )
+    # then the KV cache: a typical answer's projected seconds with each (measured once, like the rest)
+    monkeypatch.setattr(
+        paths,
+        "measure_llamacpp_kv",
+        lambda target: calls.append("kv") or {"llamacpp": 30.0, "llamacpp-f16": f16_answer},
+    )
     cache, cpu = tmp_path / "calibration.json", torch.device("cpu")
     assert resolve_path("auto", cpu, "auto", cache, "default-target") == chosen
-    assert resolve_path("auto", cpu, "auto", cache, "default-target") == chosen and calls == ["default-target"]
+    assert resolve_path("auto", cpu, "auto", cache, "default-target") == chosen
+    assert calls == ["default-target"] + (["kv"] if chosen != "int4" else [])
     assert resolve_path("auto", cpu, "auto", cache) == "int4"  # a model given as a folder: torch paths only
     assert resolve_path("auto", cpu, "float32", cache, "default-target") == "none"  # the reference stays one flag away
 
@@ -231,3 +240,16 @@ def test_prefill_in_float32_agrees_with_the_kernel(layer):
     finally:
         q.WIDE_ROWS_INT4, q.WIDE_ROWS, q.WIDE_DTYPE = saved
     assert (wide - kernel).abs().max() < 0.02 * kernel.abs().max()  # only the kernel's bf16 activations differ
+
+
+def test_drafts_buy_time_on_a_flat_pass_cost_curve_and_none_where_each_row_costs_a_step():
+    from generation.numeric_path import projected_answer_seconds, speculation_gain
+
+    flat = {1: 0.10, 2: 0.10, 4: 0.11, 7: 0.12}  # AMX-like: 7 rows cost 1.2 steps
+    steep = {1: 0.084, 2: 0.166, 4: 0.263, 7: 0.441}  # llama.cpp's bf16 cache on the AVX2 EPYC (README)
+    assert speculation_gain(flat) > 2.5
+    assert speculation_gain(steep) == pytest.approx(1.0, abs=0.01)
+    assert speculation_gain({1: 0.088}) == 1.0  # a path that verifies no drafts
+    # same prefill: the flat curve's drafts win; steep curve: the faster prefill (f16 cache) wins
+    assert projected_answer_seconds(0.02, flat) < projected_answer_seconds(0.02, {1: 0.10})
+    assert projected_answer_seconds(0.0185, {1: 0.088}) < projected_answer_seconds(0.0233, steep)
