@@ -24,7 +24,9 @@ class RegimeLlama:
 
 
 def test_rows_agree_within_a_width_regime_and_differ_across_regimes():
-    report = {row["width"]: row for row in rows_probe.probe(RegimeLlama(), list(range(10)), list(range(16)))}
+    prefill_s, rows = rows_probe.probe(RegimeLlama(), list(range(10)), list(range(16)))
+    report = {row["width"]: row for row in rows}
+    assert prefill_s >= 0
     assert set(report) == {1, *rows_probe.WIDTHS}
     assert [w for w, row in report.items() if row["vs_widest"] == 0.0] == [8, 9, 12, 16]
     assert all(report[w]["vs_widest"] == 0.25 and report[w]["vs_single"] == 0.25 for w in range(2, 8))
