@@ -16,6 +16,10 @@ one always and the question alone always: hit@5, MRR and precision (the share of
 prompt's passages from a gold page), per kind (a real follow-up, a new topic, or a
 question the corpus cannot answer, `gold: []`, whose hit@5 means nothing), and `gated`,
 the share the relevance gate would refuse on those passages (right only for unanswerable ones).
+With --passages 4,6,8 (the prompt's passage count), each k gets, over the answerable questions:
+the share with a gold page among the hybrid retriever's top k, the share of their
+`answer_keywords` found in those k passages (the ceiling of an answer's keyword recall), and the
+passages' length in the embedder's tokens: how chunk size and passage count trade against each other.
 """
 
 from __future__ import annotations
@@ -53,7 +57,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--conversations", type=Path, help="JSONL of {id, kind, previous, question, gold}: follow-up retrieval"
     )
+    parser.add_argument(
+        "--passages", type=_counts, help="comma list of prompt passage counts, e.g. 4,6,8: gold and keywords within k"
+    )
     return parser.parse_args(argv)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected whole numbers of at least 1 separated by commas, got {text!r}")
+    return counts
 
 
 # --- ingest timings --------------------------------------------------------------------------------
@@ -168,6 +185,30 @@ def evaluate(index: Path, questions: list[dict], repeats: int) -> dict:
     return results
 
 
+def passage_budget(retriever: Retriever, questions: list[dict], counts: list[int]) -> dict:
+    """For k passages in the prompt: a gold page among them, the answer keywords they hold, their tokens."""
+    from app.eval.metrics import keyword_recall, source_matches
+
+    rows = [q for q in questions if q["gold"]]
+    ranked = [retriever.retrieve(q["question"], k=max(counts)) for q in rows]
+    budget = {}
+    for k in counts:
+        gold, available, tokens = [], [], []
+        for row, passages in zip(rows, ranked, strict=True):
+            top = passages[:k]
+            gold.append(any(source_matches(p.source, g) for p in top for g in row["gold"]))
+            recall = keyword_recall(" ".join(p.indexed_text() for p in top), row.get("answer_keywords") or [])
+            if recall is not None:
+                available.append(recall)
+            tokens.append(sum(retriever.embedder.count_tokens(p.text) for p in top))
+        budget[str(k)] = {
+            "gold_in_k": round(float(np.mean(gold)), 3),
+            "keywords_available": round(float(np.mean(available)), 3) if available else None,
+            "tokens": round(float(np.mean(tokens))),
+        }
+    return budget
+
+
 def follow_up_retrieval(index: Path, conversations: list[dict], k: int = DEFAULT_PASSAGES) -> dict:
     """hit@5, MRR and precision of the copilot's follow-up rule against its two fixed alternatives, per kind."""
     from app.copilot import Copilot, CopilotOptions, Turn, gate
@@ -227,6 +268,11 @@ def summary(results: dict) -> str:
             f"{name} p50 {lat[name]['p50']:.1f} p95 {lat[name]['p95']:.1f}" for name in ("hybrid", "dense", "bm25")
         )
     )
+    for k, row in results.get("passages", {}).items():
+        lines.append(
+            f"{k} passages: gold page in them {row['gold_in_k']:.3f}, answer keywords in them "
+            f"{row['keywords_available']}, {row['tokens']} tokens"
+        )
     for kind, policies in results.get("follow_ups", {}).items():
         lines.append(
             f"follow-ups, {kind}: "
@@ -246,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     questions = load_questions(args.questions)
     results["questions"] = len(questions)
     results["eval"] = evaluate(index, questions, args.repeats)
+    if args.passages:
+        from retrieval.retriever import open_index
+
+        results["passages"] = passage_budget(open_index(index), questions, args.passages)
     if args.conversations:
         results["follow_ups"] = follow_up_retrieval(index, load_questions(args.conversations))
     if args.out:

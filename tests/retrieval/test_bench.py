@@ -5,12 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from app import bench_retrieval
 from retrieval.embeddings import Embedder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 QUESTIONS = [
-    {"id": "q1", "question": "how do I rotate the munge key", "gold": ["munge-keys.txt"]},
+    {
+        "id": "q1",
+        "question": "how do I rotate the munge key",
+        "gold": ["munge-keys.txt"],
+        "answer_keywords": ["/etc/munge/munge.key", "a phrase no fixture holds"],
+    },
     {"id": "q2", "question": "restore the accounting database", "gold": ["backup.html"]},
     {"id": "q3", "question": "a question nobody can answer", "gold": ["missing.html"]},
 ]
@@ -41,7 +48,7 @@ def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, mi
     conversations = tmp_path / "conversations.jsonl"
     conversations.write_text("".join(json.dumps(c) + "\n" for c in CONVERSATIONS))
     argv = ["--index", str(tmp_path / "index"), "--questions", str(questions), "--docs", str(FIXTURES)]
-    argv += ["--conversations", str(conversations)]
+    argv += ["--conversations", str(conversations), "--passages", "3,1"]
     assert bench_retrieval.main([*argv, "--out", str(out), "--repeats", "1"]) == 0
 
     results = json.loads(out.read_text())
@@ -72,3 +79,14 @@ def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, mi
     assert follow_ups["unanswerable"]["rule"] == {"questions": 1, "gated": 1.0}
     assert new_topic["rule"] in (new_topic["alone"], new_topic["with previous"])  # the rule picks one of the two
     assert "follow-ups, new-topic: rule questions 1" in printed
+    # the prompt's passage budget: q1's page is its first passage and holds one of its two keywords
+    assert results["passages"]["1"]["gold_in_k"] == round(2 / 3, 3)
+    assert results["passages"]["1"]["keywords_available"] == 0.5  # only q1 names keywords
+    assert 0 < results["passages"]["1"]["tokens"] < results["passages"]["3"]["tokens"]
+    assert "3 passages: gold page in them" in printed
+
+
+def test_a_passage_count_list_that_is_not_whole_numbers_is_refused_with_the_expected_form(capsys):
+    with pytest.raises(SystemExit):
+        bench_retrieval.parse_args(["--index", "x", "--questions", "y", "--passages", "4,six"])
+    assert "expected whole numbers of at least 1" in capsys.readouterr().err
