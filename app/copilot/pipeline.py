@@ -307,7 +307,9 @@ class Copilot:
         from generation.sampling import SamplingParams
 
         speculation = options.speculation
-        if speculation in ("model", "hybrid") and self.engine.draft is None:
+        if self.engine.target.max_pass_rows <= 1:
+            speculation = "none"  # a path that verifies no drafts (llamacpp-f16) decodes plainly: say so
+        elif speculation in ("model", "hybrid") and self.engine.draft is None:
             speculation = "ngram"  # no draft model loaded: copies only
         try:
             sampling = SamplingParams(options.temperature, options.top_p, options.top_k)

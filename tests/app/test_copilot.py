@@ -65,6 +65,14 @@ def test_speculative_answer_equals_plain_decoding(copilot):
     assert set(plain.origins) == {"target"}
 
 
+def test_on_a_path_that_verifies_no_drafts_answers_are_plain_and_labelled_so(copilot, monkeypatch):
+    target = copilot.engine.target
+    monkeypatch.setattr(type(target), "max_pass_rows", property(lambda self: 1))  # as llamacpp-f16's runner
+    assert copilot.generation_config(AnswerOptions()).speculation == "none"  # not "hybrid": none can run
+    answer = collect(copilot.answer("How do I drain a node?", options=AnswerOptions(max_new_tokens=24)))
+    assert set(answer.origins) == {"target"} and answer.stats["tokens_per_pass"] == 1.0
+
+
 def test_follow_up_uses_history_in_retrieval_prompt_and_numbering(copilot):
     first = collect(copilot.answer("How do I drain a node?"))
     retriever = copilot.retriever()
