@@ -125,7 +125,8 @@ def banner(backend: Backend) -> tuple[str, gr.Timer]:
     models = backend.describe()
     text = (
         f'<div class="sr-banner sr-ready">● <b>Ready</b> · target {_model_name(models.get("target"))} · draft '
-        f"{_model_name(models.get('draft'))} · loaded in {load.elapsed_s:.0f} s</div>"
+        f"{_model_name(models.get('draft'))} · path {html.escape(str(models.get('quant', 'none')))} · "
+        f"loaded in {load.elapsed_s:.0f} s</div>"
     )
     return text, gr.Timer(active=False)
 

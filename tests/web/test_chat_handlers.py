@@ -143,6 +143,8 @@ def test_a_question_asked_while_models_load_waits_for_them(engine, tmp_path):
     release.set()
     *_, (messages, state) = steps
     assert state.exchanges[-1].final is not None
+    # ready: the models and the numeric path they run on (llamacpp-f16 decodes plainly, so say which)
+    assert "Ready" in chat.banner(backend)[0] and "path none" in chat.banner(backend)[0]
 
 
 def test_stop_while_waiting_for_the_models_ends_the_question(tmp_path):
