@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     _quiet_transformers()
     copilot = Copilot.load(CopilotOptions(models=model_options(args)))
     loaded = copilot.loaded
-    plain_only = loaded.engine.target.max_pass_rows <= 1
+    plain_only = not loaded.engine.verifies_drafts
     if plain_only:  # measured as the product runs them on this path
         _progress(f"--quant {loaded.quant} verifies no drafts: every engine method decodes as plain does")
     methods = usable_methods(methods, loaded.engine.draft is not None or plain_only)

@@ -109,6 +109,11 @@ class Engine:
         self.draft_record = DraftModelRecord()  # the draft model's acceptance and costs, across answers
 
     @property
+    def verifies_drafts(self) -> bool:
+        """Can a pass verify a draft? Not on a target whose rows depend on the pass width (llamacpp-f16)."""
+        return self.target.max_pass_rows > 1
+
+    @property
     def context_limit(self) -> int:
         """How many positions (prompt + answer) the target model can attend to."""
         config = self.target.model.config
@@ -203,8 +208,8 @@ class Engine:
     def _make_drafter(
         self, config: GenerationConfig, chunks: Sequence[Sequence[int]], generator: torch.Generator
     ) -> HybridDrafter | None:
-        if config.speculation == "none" or self.target.max_pass_rows <= 1:
-            return None  # a target whose rows depend on the pass width (llamacpp-f16) can verify no draft
+        if config.speculation == "none" or not self.verifies_drafts:
+            return None
         self.cost = self.cost or PassCost(
             cached_relative_costs(self.target, cache_root() / "calibration.json", calibration_extra(self.target.model))
         )

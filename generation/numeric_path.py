@@ -113,7 +113,7 @@ def measure_llamacpp_kv(target: str) -> dict[str, float]:
     """Projected seconds of a typical answer on llamacpp (bf16 cache, speculative) and llamacpp-f16 (plain).
 
     The f16 cache prefills faster (llama.cpp's tiled flash attention takes it), but its rows depend on the
-    pass width, so it decodes plainly; ~1 min once per machine (prefill timed once per cache)."""
+    pass width, so it decodes plainly; ~40 s once per machine (prefill timed once per cache)."""
     gguf = gguf_file(target)
     answer = {}
     for path in (LLAMACPP, LLAMACPP_F16):

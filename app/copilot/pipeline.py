@@ -307,8 +307,8 @@ class Copilot:
         from generation.sampling import SamplingParams
 
         speculation = options.speculation
-        if self.engine.target.max_pass_rows <= 1:
-            speculation = "none"  # a path that verifies no drafts (llamacpp-f16) decodes plainly: say so
+        if not self.engine.verifies_drafts:
+            speculation = "none"  # the path decodes plainly (llamacpp-f16): say so
         elif speculation in ("model", "hybrid") and self.engine.draft is None:
             speculation = "ngram"  # no draft model loaded: copies only
         try:
