@@ -109,6 +109,12 @@ def add_answer_args(parser: argparse.ArgumentParser) -> None:
         help=f"stop an answer caught in a loop, when a run of N tokens comes round a third time "
         f"(default {AnswerOptions.repeat_span}; 0: off)",
     )
+    parser.add_argument(
+        "--free-code",
+        action="store_true",
+        help="let the model write commands, options and code spans no passage holds (default: decoding keeps "
+        "them to what the grounding check finds in the passages; copied_code.py)",
+    )
 
 
 def model_options(args: argparse.Namespace) -> ModelOptions:
@@ -128,6 +134,7 @@ def answer_options(args: argparse.Namespace) -> AnswerOptions:
         stop=tuple(args.stop),
         gate=args.gate,
         repeat_span=args.repeat_span,
+        code_from_sources=not args.free_code,
     )
 
 

@@ -35,6 +35,7 @@ from generation.repetition import RepetitionGuard
 from generation.sampling import SamplingParams, logits_to_probs
 from generation.stats import Stats
 from generation.stopping import StopStrings
+from generation.token_filter import TokenFilter, filter_rows
 from generation.verifier import verify
 
 SPECULATION_MODES = ("none", "ngram", "model", "hybrid")
@@ -168,8 +169,14 @@ class Engine:
         return round(float(top[0] - top[1]), 6)
 
     def generate(
-        self, prompt_ids: Sequence[int], chunks: Sequence[Sequence[int]] = (), config: GenerationConfig | None = None
+        self,
+        prompt_ids: Sequence[int],
+        chunks: Sequence[Sequence[int]] = (),
+        config: GenerationConfig | None = None,
+        token_filter: TokenFilter | None = None,
     ) -> Iterator[Event]:
+        """Decode an answer to `prompt_ids`, copying drafts from `chunks`; `token_filter` restricts
+        every target row (plain and speculative alike, token_filter.py)."""
         config = config or GenerationConfig()
         if not prompt_ids:
             raise SpecragError("the prompt is empty: nothing to continue")
@@ -180,7 +187,7 @@ class Engine:
         self._prefill(list(prompt_ids), drafter)
         stats.prefill_s = time.perf_counter() - start
         stats.prefilled_tokens = len(prompt_ids) - 1 - self.target.reused
-        yield from _Decoding(self, config, drafter, generator, stats, list(prompt_ids), start).run()
+        yield from _Decoding(self, config, drafter, generator, stats, list(prompt_ids), start, token_filter).run()
 
     def complete(
         self,
@@ -188,11 +195,12 @@ class Engine:
         chunks: Sequence[Sequence[int]] = (),
         config: GenerationConfig | None = None,
         on_text: Callable[[str], None] | None = None,
+        token_filter: TokenFilter | None = None,
     ) -> Completion:
         """Run `generate` to the end and collect the answer, passing each text delta to `on_text`."""
         text, ids, origins = [], [], []
         event = None
-        for event in self.generate(prompt_ids, chunks, config):
+        for event in self.generate(prompt_ids, chunks, config, token_filter):
             if on_text is not None and event.text:
                 on_text(event.text)
             text.append(event.text)
@@ -239,9 +247,11 @@ class _Decoding:
         stats: Stats,
         context: list[int],
         start: float,
+        token_filter: TokenFilter | None = None,
     ) -> None:
         self.engine, self.config, self.drafter, self.generator = engine, config, drafter, generator
         self.stats, self.context, self.start = stats, context, start
+        self.token_filter, self.prompt_length = token_filter, len(context)
         self.detokenizer = IncrementalDetokenizer(engine.tokenizer)
         self.stops = StopStrings(config.stop_strings)
         self.repeats = RepetitionGuard(config.repeat_span, config.repeat_limit)
@@ -276,6 +286,9 @@ class _Decoding:
         base = target.length
         started = time.perf_counter()
         logits = target.extend([self.context[-1], *draft.tokens])
+        if self.token_filter is not None:
+            answer = self.context[self.prompt_length :]
+            logits = filter_rows(self.token_filter, answer, draft.tokens, logits, self.config.sampling.greedy)
         probs = logits_to_probs(logits, self.config.sampling)
         tokens = verify(probs, draft.tokens, draft.probs, self.generator, self.config.sampling.greedy)
         if self.engine.cost is not None:

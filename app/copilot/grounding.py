@@ -31,6 +31,7 @@ word no passage uses).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, options, without_fences
@@ -45,6 +46,7 @@ _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command
 _SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d+)")
 _VALUE_SPLIT = re.compile(r"[:,]")
 _NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?")  # 20, 0-499%10, [1-16], 16G
+_NUMBER_PREFIX = re.compile(r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?")  # what a number may start as
 _PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.")
 _JOINERS = re.compile(r"[\W_]+")
 _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reboot` reads as one setting
@@ -59,6 +61,80 @@ def _joined(text: str) -> str:
     return _CONTINUED.sub(" ", text)
 
 
+class GroundingSources:
+    """The passages as the check reads them: one whitespace-normalised haystack and each passage's pieces.
+
+    Built once per answer; `finds` is the check for one item, and the decoding constraint
+    (copied_code.py) asks it the same question while a code span is still being written.
+    """
+
+    def __init__(self, passages: Sequence[str], question: str = "") -> None:
+        self.joined = [_joined(p) for p in passages]
+        self.haystack = normalise("\n".join(self.joined))
+        self.vocabularies = [_pieces_of(p) for p in self.joined]
+        self.sorted_vocabularies = [sorted(v) for v in self.vocabularies]
+        self.question = question
+        self._question_pieces = sorted({w for w in _JOINERS.sub(" ", question).casefold().split()})
+
+    def finds(self, kind: str, text: str) -> tuple[bool, bool]:
+        """(found, adapted) for one normalised item: verbatim in a passage, or built from one passage and
+        the user's own values (`_built_from_one`) for code, commands and options."""
+        if text in self.haystack:
+            return True, False
+        if kind in ("code", "command", "option"):
+            return _built_from_one(text, self.vocabularies, self.question)
+        return False, False
+
+    def holds_whole(self, kind: str, text: str) -> bool:
+        """`finds`, but a verbatim match must not cut a word (`scontrol rebo` is no command)."""
+        at = self.haystack.find(text)
+        while at >= 0:
+            before, after = self.haystack[at - 1 : at], self.haystack[at + len(text) : at + len(text) + 1]
+            if not (_cuts(before, text[0]) or _cuts(text[-1], after)):
+                return True
+            at = self.haystack.find(text, at + 1)
+        return kind in ("code", "command", "option") and _built_from_one(text, self.vocabularies, self.question)[0]
+
+    def may_complete(self, text: str) -> bool:
+        """Can a code span or option still being written (`text`, cut anywhere) end up found?
+
+        True when it is verbatim so far, or when one passage has every finished piece (user values
+        aside) and a word starting with the unfinished last piece. Lenient on purpose: `finds` judges
+        the finished item.
+        """
+        text = _SPACE.sub(" ", text).lstrip()
+        if not text or text in self.haystack:
+            return True
+        split = pieces(text)
+        if not split:
+            return True
+        last_open = not text[-1].isspace() and text[-1] not in "=:,"
+        done, (last_role, last) = (split[:-1], split[-1]) if last_open else (split, ("", ""))
+        needed = {piece for role, piece in done if not _users_value(role, piece, self.question)}
+        users = bool(last) and last_role != "name" and self._user_value_prefix(last)
+        return any(
+            needed <= vocabulary and (not last or users or _has_prefix(ordered, last))
+            for vocabulary, ordered in zip(self.vocabularies, self.sorted_vocabularies, strict=True)
+        )
+
+    def _user_value_prefix(self, piece: str) -> bool:
+        """Could `piece` grow into a user's value: a number, a placeholder or a word of the question?"""
+        if _NUMBER_PREFIX.fullmatch(piece) or piece[0] in "<{.":
+            return True
+        return _has_prefix(self._question_pieces, piece.casefold())
+
+
+def _cuts(left: str, right: str) -> bool:
+    """Does a boundary between these two characters fall inside a word?"""
+    return bool(left) and bool(right) and left.isalnum() and right.isalnum()
+
+
+def _has_prefix(ordered: Sequence[str], prefix: str) -> bool:
+    """Does the sorted `ordered` hold a word starting with `prefix`?"""
+    at = bisect_left(ordered, prefix)
+    return at < len(ordered) and ordered[at].startswith(prefix)
+
+
 def check_grounding(
     answer: str, passages: Sequence[str], question: str = "", numbers: Sequence[int] | None = None
 ) -> list[GroundingItem]:
@@ -69,17 +145,13 @@ def check_grounding(
     `numbers` are the passages' source numbers (default 1, 2, ...).
     """
     numbers = list(numbers) if numbers is not None else list(range(1, len(passages) + 1))
-    joined = [_joined(p) for p in passages]
-    haystack = normalise("\n".join(joined))
-    vocabularies = [_pieces_of(p) for p in joined]
+    sources = GroundingSources(passages, question)
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
         if text and text not in seen:
-            found, adapted = text in haystack, False
-            if not found and kind in ("code", "command", "option"):
-                found, adapted = _built_from_one(text, vocabularies, question)
-            nearest = None if found else nearest_in_sources(text, kind, joined, numbers)
+            found, adapted = sources.finds(kind, text)
+            nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted)
     return list(seen.values()) + [item for item in check_specifics(answer, passages, question) if item.text not in seen]
 
@@ -88,14 +160,14 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
     for block in FENCE.finditer(answer):
         for line in block.group(1).splitlines():
             if line.strip().strip("`"):  # a closing fence cut short by the length limit is no code
-                yield "code", _drop_prompt(line)
+                yield "code", drop_prompt(line)
     prose = without_fences(answer)
     for span in INLINE.finditer(prose):
-        yield "code", _drop_prompt(span.group(1))
+        yield "code", drop_prompt(span.group(1))
     for line in INLINE.sub(" ", prose).splitlines():
         line = line.strip().lstrip("-*• ").strip()
         if _looks_like_command(line):
-            yield "command", _drop_prompt(line)
+            yield "command", drop_prompt(line)
     for option in options(answer):
         yield "option", option
     for match in _PATH.finditer(answer):
@@ -166,7 +238,7 @@ def _looks_like_command(line: str) -> bool:
     return bool(line) and len(line.split()) <= 16 and line[-1] not in ".:;?!" and bool(_COMMAND.match(line))
 
 
-def _drop_prompt(line: str) -> str:
+def drop_prompt(line: str) -> str:
     """A code line as a command: without a leading `$ ` prompt or a trailing `\\` continuation."""
     line = line.strip()
     line = line[2:] if line.startswith("$ ") else line

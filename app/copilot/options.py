@@ -45,6 +45,9 @@ class AnswerOptions:
     # stop an answer caught in a loop: when a run of this many tokens comes round a third time
     # (generation/repetition.py); 0: off. 16 Qwen tokens are about two lines of prose or code.
     repeat_span: int = 16
+    # decode commands, options and code spans only as the grounding check finds them in the passages
+    # (app/copilot/copied_code.py); False lets the model write any and leaves them to the check's flags
+    code_from_sources: bool = True
 
     def __post_init__(self) -> None:
         if self.speculation not in SPECULATION_MODES:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from app.copilot import citations as cite
 from app.copilot import gate, loading
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
+from app.copilot.copied_code import CopiedCode
 from app.copilot.events import Event, Final, Passage, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
@@ -239,10 +240,12 @@ class Copilot:
         ]
         chunk_ids = encode_chunks(engine.tokenizer, copy_texts)
         config = self.generation_config(options)
+        shown = [shown_text(p) for p in prepared.all_passages]
         # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
-        guard = ContactGuard([shown_text(p) for p in prepared.all_passages], prepared.question)
+        guard = ContactGuard(shown, prepared.question)
+        code = CopiedCode(engine.tokenizer, shown, prepared.question) if options.code_from_sources else None
         text, ids, origins, first_token_s, event = [], [], [], None, None
-        stream = engine.generate(prepared.prompt_ids, chunk_ids, config)
+        stream = engine.generate(prepared.prompt_ids, chunk_ids, config, code)
         try:
             for event in stream:
                 if first_token_s is None:
@@ -262,6 +265,7 @@ class Copilot:
             "retrieval_s": round(retrieval_s, 4),
             "time_to_first_token_s": round(first_token_s or 0.0, 4),
             "speculation": config.speculation,
+            "code_steered": code.steered if code is not None else None,
         }
         rest = guard.flush()
         if rest:

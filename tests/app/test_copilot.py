@@ -178,7 +178,7 @@ def scripted_answer(copilot, monkeypatch, text):
 
     ids = copilot.engine.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def generate(prompt_ids, chunks, config):
+    def generate(prompt_ids, chunks, config, token_filter=None):
         yield Event(text, ids, [Origin("target")] * len(ids), Stats(new_tokens=len(ids)), "eos")
 
     monkeypatch.setattr(copilot.engine, "generate", generate)

@@ -149,7 +149,7 @@ def test_the_pipeline_stops_at_an_invented_contact_and_never_streams_it(tiny_eng
     ids = copilot.engine.tokenizer(answer, add_special_tokens=False)["input_ids"]
     generated, closed = [], []
 
-    def generate(prompt_ids, chunks, config):
+    def generate(prompt_ids, chunks, config, token_filter=None):
         try:
             for i, token in enumerate(ids):
                 generated.append(token)

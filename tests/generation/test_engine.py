@@ -1,5 +1,6 @@
 """The engine against its reference: plain target decoding through the same loop."""
 
+import itertools
 import random
 
 import pytest
@@ -279,3 +280,38 @@ def test_hybrid_takes_the_draft_model_in_only_once_its_prefill_has_paid(engine):
     assert free.stats.draft_prefilled_tokens > 0 and free.stats.drafted["model"] > 0
     assert costly.token_ids == free.token_ids == reference.token_ids
     assert engine.draft_record.step_seconds > 1e-9  # measured, for the next answer
+
+
+class NoRisingStep:
+    """A prefix-dependent rule: the answer never takes the token one above its last one (nor the first
+    unfiltered answer's second token), so each row of a pass gets its own mask."""
+
+    def __init__(self, banned_first: int) -> None:
+        self.banned_first = banned_first
+        self.rows = 0
+
+    def restrict(self, answer_ids, logits, greedy):
+        self.rows += 1
+        banned = [answer_ids[-1] + 1] if answer_ids else [self.banned_first]
+        row = logits.clone()
+        row[[b for b in banned if b < row.shape[0]]] = float("-inf")
+        return row
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: "-".join(f"{v}" for v in m.values()))
+def test_a_token_filter_applies_to_plain_and_speculative_rows_alike(engine, mode):
+    rng = random.Random(11)
+    changed = 0
+    for _ in range(6):
+        prompt = random_prompt(rng, rng.randint(5, 60))
+        chunks = [random_prompt(rng, 30), prompt[rng.randrange(len(prompt)) :]]
+        free = plain(engine, prompt, chunks, max_new_tokens=30).token_ids
+        rule = NoRisingStep(banned_first=free[0])
+        reference = engine.complete(prompt, chunks, GenerationConfig(speculation="none", max_new_tokens=30), None, rule)
+        result = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=30, **mode), None, rule)
+        assert result.token_ids == reference.token_ids
+        ids = reference.token_ids
+        assert ids[0] != free[0] and all(b != a + 1 for a, b in itertools.pairwise(ids))
+        changed += ids != free
+        assert rule.rows >= 2 * len(ids) - 1  # every row of every pass went through it (plain: one per token)
+    assert changed == 6

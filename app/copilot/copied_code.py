@@ -1,0 +1,135 @@
+"""Decode only code the sources hold: a token filter that keeps commands, options and code grounded.
+
+The grounding check (grounding.py) flags a command after the fact; an operator at 3 a.m. is
+better served by never seeing an invented one. While the model writes an inline `code` span,
+a line of a fenced block or a prose `--option`, `CopiedCode` lets it take only tokens after
+which that item can still be found in the passages by the check's own rule
+(`GroundingSources.may_complete`), and close it only where the check finds it whole
+(`GroundingSources.holds_whole`): verbatim without cutting a word, or built from one passage
+plus the user's own values (a number, a `<placeholder>`, a name from the question).
+
+Among the `candidates` likeliest tokens the best allowed one wins (under sampling, all allowed
+ones keep their probabilities). When none of them is allowed the row is left as it is: the
+model writes what it would have written, and the grounding check flags it. Prose is never
+touched. The filter is a pure function of the answer so far, so speculative decoding stays
+exactly plain decoding of the filtered model (generation/token_filter.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from app.copilot.code_spans import OPTION
+from app.copilot.grounding import GroundingSources, drop_prompt, normalise
+
+CANDIDATES = 40  # the likeliest tokens searched for an allowed one (a copy is nearly always among them)
+_FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
+_TRIGGERS = "`-\n"  # a token without these cannot start or change a code item in prose
+
+
+class CopiedCode:
+    def __init__(
+        self, tokenizer: Any, passages: Sequence[str], question: str = "", candidates: int = CANDIDATES
+    ) -> None:
+        self.sources = GroundingSources(passages, question)
+        self.tokenizer, self.candidates = tokenizer, candidates
+        self._pieces: dict[int, str] = {}
+        self.steered = 0  # rows where the likeliest token was not allowed and another was taken
+
+    def restrict(self, answer_ids: Sequence[int], logits: torch.Tensor, greedy: bool) -> torch.Tensor:
+        text = self.tokenizer.decode(list(answer_ids), skip_special_tokens=True)
+        free = not in_code_item(text)
+        if greedy and self._allows(text, int(logits.argmax()), free):
+            return logits
+        order = torch.topk(logits, min(self.candidates, logits.shape[-1])).indices.tolist()
+        allowed = []
+        for token in order:
+            if self._allows(text, token, free):
+                allowed.append(token)
+                if greedy:
+                    break
+        if not allowed or len(allowed) == len(order):
+            return logits  # nothing likely stays grounded (the check will flag it), or nothing was forbidden
+        self.steered += 1
+        kept = torch.tensor(allowed, device=logits.device)
+        masked = torch.full_like(logits, float("-inf"))
+        masked[kept] = logits[kept]
+        return masked
+
+    def _allows(self, text: str, token: int, free: bool) -> bool:
+        piece = self._piece(token)
+        if not piece or (free and not any(c in piece for c in _TRIGGERS)):
+            return True
+        return not self.violated(text + piece, len(text))
+
+    def _piece(self, token: int) -> str:
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = self.tokenizer.decode([token], skip_special_tokens=True)
+        return piece
+
+    def violated(self, text: str, start: int) -> bool:
+        """Does a code item that text[start:] writes or closes fail to be (or stay) grounded?
+
+        Only items reaching past `start` are judged, so an earlier flagged one does not block the rest.
+        """
+        line_start = text.rfind("\n", 0, start) + 1
+        in_fence = len(_FENCE_LINE.findall(text, 0, line_start)) % 2 == 1
+        lines = text[line_start:].split("\n")
+        offset = line_start
+        for j, line in enumerate(lines):
+            is_open = j == len(lines) - 1
+            stripped = line.strip()
+            if stripped.startswith("```"):
+                in_fence = not in_fence
+            elif is_open and stripped and "```".startswith(stripped):
+                pass  # a fence mark still being written
+            elif in_fence:
+                if self._fails(drop_prompt(line), "code", is_open):
+                    return True
+            elif self._prose_fails(line, offset, start, is_open):
+                return True
+            offset += len(line) + 1
+        return False
+
+    def _prose_fails(self, line: str, offset: int, start: int, line_open: bool) -> bool:
+        """Inline spans and --options of one prose line that reach past `start`."""
+        segments = line.split("`")
+        position = offset
+        for k, segment in enumerate(segments):
+            end = position + len(segment)
+            closed = k < len(segments) - 1
+            if k % 2:  # inside backticks
+                if closed and end >= start and self._fails(drop_prompt(segment), "code", False):
+                    return True
+                if not closed and line_open and self._fails(segment, "code", True):
+                    return True
+            else:
+                for match in OPTION.finditer(segment):
+                    option_open = line_open and not closed and match.end() == len(segment)
+                    if (option_open or position + match.end() >= start) and self._fails(
+                        match.group(0).rstrip("."), "option", option_open
+                    ):
+                        return True
+            position = end + 1
+        return False
+
+    def _fails(self, item: str, kind: str, still_open: bool) -> bool:
+        if still_open:
+            return not self.sources.may_complete(item)
+        item = normalise(item)
+        return bool(item) and not self.sources.holds_whole(kind, item)
+
+
+def in_code_item(text: str) -> bool:
+    """Is the end of `text` inside a code item: a fenced block, an open inline span, or a word that may be an option?"""
+    line_start = text.rfind("\n") + 1
+    line = text[line_start:]
+    if len(_FENCE_LINE.findall(text, 0, line_start)) % 2 or line.count("`") % 2:
+        return True
+    word = line.rsplit(None, 1)[-1] if line and not line[-1].isspace() else ""
+    return word.startswith("-")
