@@ -141,6 +141,7 @@ def speed_record(stats: dict[str, Any]) -> dict[str, Any]:
         "drafted": drafted,
         "accepted": accepted,
         "copied_share": stats.get("copied_share"),
+        "code_steered": stats.get("code_steered"),  # rows where decoding kept code to the sources
     }
 
 

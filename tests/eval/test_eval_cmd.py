@@ -74,6 +74,7 @@ def test_eval_writes_rows_report_and_plots(tmp_path, fake_index, loaded_tiny, ca
         assert set(grounding["nearest"]) <= set(grounding["ungrounded"])  # pointers only for items not found
         assert row["abstention"]["correct"] == (row["abstention"]["abstained"] == row["unanswerable"])
         assert row["speed"]["speculation"] == "hybrid" and row["speed"]["tokens_per_pass"] >= 1
+        assert row["speed"]["code_steered"] >= 0  # decoding kept code to the sources (copied_code.py)
         assert row["plain"]["speed"]["speculation"] == "none"
         assert row["plain"]["identical"] is True  # exact speculative decoding under greedy
         assert row["plain"]["speedup"] > 0
@@ -83,6 +84,7 @@ def test_eval_writes_rows_report_and_plots(tmp_path, fake_index, loaded_tiny, ca
     assert "## By kind" in report and "| admin | 2 |" in report and "## Worst answers" in report
     summary = json.loads((out / "report.json").read_text())
     assert summary["metrics"]["hit@1"]["n"] == 2 and summary["questions"] == 3
+    assert "code_from_sources True" in report
     assert set(summary["plots"]) == {"speedup", "passes_vs_copied", "latency", "hit_at_k"}
     for plot in summary["plots"].values():
         assert Path(plot).read_bytes()[:8] == PNG
