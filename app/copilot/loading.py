@@ -27,6 +27,7 @@ class LoadedEngine:
             "draft": self.draft_path,
             "draft_int8": self.draft_int8,
             "quant": self.quant,
+            "verifies_drafts": self.engine.verifies_drafts,
         }
 
 

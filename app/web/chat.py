@@ -131,6 +131,20 @@ def banner(backend: Backend) -> tuple[str, gr.Timer]:
     return text, gr.Timer(active=False)
 
 
+def speculation_choices(backend: Backend) -> gr.Radio:
+    """The speculation radio once the models are loaded: only "none" on a path that cannot verify drafts
+    (llamacpp-f16), so nobody picks a mode that would silently decode plainly."""
+    models = backend.describe()
+    if models.get("verifies_drafts", True):
+        return gr.skip()
+    return gr.Radio(
+        choices=["none"],
+        value="none",
+        info=f"The {models.get('quant')} path decodes plainly: its logits depend on how many tokens share a "
+        "pass, so it cannot check drafts exactly.",
+    )
+
+
 def _model_name(path: str | None) -> str:
     """A model folder's name, its full path on hover."""
     if not path:

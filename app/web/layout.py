@@ -105,6 +105,9 @@ def _chat_column() -> dict[str, gr.components.Component]:
     }
 
 
+SPECULATION_CONTROL = 2  # the speculation radio's place among the controls
+
+
 def _side_column(defaults: AnswerOptions) -> tuple[list[gr.components.Component], gr.Textbox, gr.Markdown]:
     gr.HTML('<div class="sr-side-h">Answer settings</div>')
     controls = [
@@ -127,11 +130,12 @@ def _side_column(defaults: AnswerOptions) -> tuple[list[gr.components.Component]
 def _wire_status(app: gr.Blocks, page: Page, backend: Backend) -> None:
     timer = gr.Timer(1.0)
 
-    def tick() -> tuple[str, gr.Timer]:
-        return chat.banner(backend)
+    def tick() -> tuple[str, gr.Timer, gr.Radio]:
+        return *chat.banner(backend), chat.speculation_choices(backend)
 
-    app.load(tick, outputs=[page.status, timer], show_progress="hidden", queue=False)
-    timer.tick(tick, outputs=[page.status, timer], show_progress="hidden", queue=False)
+    outputs = [page.status, timer, page.controls[SPECULATION_CONTROL]]
+    app.load(tick, outputs=outputs, show_progress="hidden", queue=False)
+    timer.tick(tick, outputs=outputs, show_progress="hidden", queue=False)
 
 
 def _wire_answers(page: Page, backend: Backend, event_delay: float) -> list:

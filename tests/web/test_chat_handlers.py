@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
+import gradio as gr
 import pytest
 from copilot_fakes import FakeRetriever
 from tiny_chat import CYCLE, FIXTURE_DOCS, bigram_chat_model
@@ -145,6 +146,17 @@ def test_a_question_asked_while_models_load_waits_for_them(engine, tmp_path):
     assert state.exchanges[-1].final is not None
     # ready: the models and the numeric path they run on (llamacpp-f16 decodes plainly, so say which)
     assert "Ready" in chat.banner(backend)[0] and "path none" in chat.banner(backend)[0]
+    assert chat.speculation_choices(backend) == gr.skip()  # this path verifies drafts: every mode stays
+
+
+def test_on_a_path_that_cannot_verify_drafts_the_radio_offers_only_plain_decoding(engine, tmp_path, monkeypatch):
+    monkeypatch.setattr(type(engine.target), "max_pass_rows", property(lambda self: 1))  # as llamacpp-f16's runner
+    loaded = LoadedEngine(engine, "/models/bigram", None, quant="llamacpp-f16")
+    backend = Backend(CopilotOptions(), loader=lambda options: Copilot(loaded, options, fixture_retriever())).start()
+    assert backend.wait(30) and backend.describe()["verifies_drafts"] is False
+    radio = chat.speculation_choices(backend)
+    assert [value for _, value in radio.choices] == ["none"] and radio.value == "none"
+    assert "llamacpp-f16 path decodes plainly" in radio.info
 
 
 def test_stop_while_waiting_for_the_models_ends_the_question(tmp_path):
