@@ -68,7 +68,7 @@ class GroundingItem:
     """A command, option, path, code span or specific of the answer, and whether a passage has it (grounding.py)."""
 
     text: str
-    kind: str  # "code", "command", "option", "path", or a specific: "email", "url", "host", "phone", "number"...
+    kind: str  # "code", "command", "option", "path", or a specific: "email", "url", "phone", "version"...
     found: bool
     nearest: str = ""  # not found: the closest line or option a passage does have (nearest.py), if any
     nearest_source: int | None = None  # ... and that passage's number

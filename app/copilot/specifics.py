@@ -1,4 +1,4 @@
-"""Specifics an answer may invent: emails, URLs, hosts, phone numbers, quantities and names.
+"""Specifics an answer may invent: emails, URLs, hosts, phone numbers, quantities, versions and names.
 
 A 1.5B model asked for something its sources lack tends to fill the gap with a plausible
 specific ("the on-call admin is John Smith, pager 555-0134"). Each specific in the prose
@@ -16,6 +16,9 @@ a comparable form:
 - quantity: a number with a time, size, percent, rate, power or temperature unit: the same
   number with the same unit after synonyms are merged (`30 min` = `30 minutes`, `2GB` =
   `2 GB`); a bare count ("2 GPUs") is not checked;
+- version: a dotted number of three or more parts (a version such as `470.57.02`, or an
+  address such as `10.0.0.1`): the same text; an upgrade to a made-up driver version is acted
+  on as surely as a made-up command;
 - name: two or three capitalised words in a row (a sentence's first word is skipped when
   the sources use it) of which at least two appear nowhere in the passages or question,
   such as a made-up person ("John Smith"); only such names are listed (always not found):
@@ -81,6 +84,7 @@ _CANONICAL = {alias: unit for unit, aliases in _UNITS.items() for alias in alias
 _ALIASES = sorted(_CANONICAL, key=len, reverse=True)
 _UNIT_ALT = "|".join(re.escape(a) for a in _ALIASES)
 _QUANTITY = re.compile(rf"(?<![\w.,-])(\d+(?:[.,]\d+)?)\s?({_UNIT_ALT})(?![\w/])", re.I)
+_VERSION = re.compile(r"(?<![\w.:/-])v?\d+(?:\.\d+){2,}(?![\w-]|\.\w)")
 _NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[ ](?:[A-Z]\.[ ])?[A-Z][a-z]+){1,2}(?![\w-])")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|\n\s*(?:[-*•]|\d+[.)])?\s*|\*\*)$")
 _WORD = re.compile(r"[A-Za-z]+")
@@ -103,7 +107,14 @@ class SpecificsChecker:
     def check(self, answer: str) -> list[GroundingItem]:
         """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
         prose = prose_of(answer)
-        extractors = {"email": _emails, "url": _urls, "host": _hosts, "phone": _phones, "quantity": _quantities}
+        extractors = {
+            "email": _emails,
+            "url": _urls,
+            "host": _hosts,
+            "phone": _phones,
+            "quantity": _quantities,
+            "version": _versions,
+        }
         spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
         spans += [(start, "name", text) for start, text in _names(prose, self._vocabulary)]
         items: dict[str, GroundingItem] = {}
@@ -120,6 +131,8 @@ class SpecificsChecker:
     def _found(self, kind: str, text: str) -> bool:
         if kind in ("email", "url", "host"):
             return _casefolded(self._sources, text)
+        if kind == "version":  # v23.11.1 is the sources' 23.11.1
+            return _casefolded(self._sources, text.lstrip("vV"))
         if kind in ("phone", "number"):
             return _digits(text) in self._phones
         if kind == "quantity":
@@ -154,6 +167,10 @@ def _phones(text: str) -> list[tuple[int, str]]:
         if 7 <= len(_digits(phone)) <= 15 and not _NOT_PHONE.match(phone):
             found.append((m.start(), phone))
     return found
+
+
+def _versions(text: str) -> Iterable[tuple[int, str]]:
+    return ((m.start(), m.group(0)) for m in _VERSION.finditer(text))
 
 
 def _quantities(text: str) -> list[tuple[int, str]]:
