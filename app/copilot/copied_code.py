@@ -39,6 +39,7 @@ class CopiedCode:
         self.tokenizer, self.candidates = tokenizer, candidates
         self._pieces: dict[int, str] = {}
         self.steered = 0  # rows where the likeliest token was not allowed and another was taken
+        self.left_alone = 0  # rows where no likely token was allowed (what follows is flagged, not steered)
 
     def restrict(self, answer_ids: Sequence[int], logits: torch.Tensor, greedy: bool) -> torch.Tensor:
         text = self.tokenizer.decode(list(answer_ids), skip_special_tokens=True)
@@ -52,8 +53,11 @@ class CopiedCode:
                 allowed.append(token)
                 if greedy:
                     break
-        if not allowed or len(allowed) == len(order):
-            return logits  # nothing likely stays grounded (the check will flag it), or nothing was forbidden
+        if not allowed:
+            self.left_alone += 1
+            return logits  # nothing likely stays grounded: the check will flag it
+        if len(allowed) == len(order):
+            return logits  # nothing was forbidden
         self.steered += 1
         kept = torch.tensor(allowed, device=logits.device)
         masked = torch.full_like(logits, float("-inf"))

@@ -74,7 +74,7 @@ class GroundingSources:
         self.vocabularies = [_pieces_of(p) for p in self.joined]
         self.sorted_vocabularies = [sorted(v) for v in self.vocabularies]
         self.question = question
-        self._question_pieces = sorted({w for w in _JOINERS.sub(" ", question).casefold().split()})
+        self._spaced_question = f" {_spaced(question)} "
 
     def finds(self, kind: str, text: str) -> tuple[bool, bool]:
         """(found, adapted) for one normalised item: verbatim in a passage, or built from one passage and
@@ -118,10 +118,17 @@ class GroundingSources:
         )
 
     def _user_value_prefix(self, piece: str) -> bool:
-        """Could `piece` grow into a user's value: a number, a placeholder or a word of the question?"""
+        """Could `piece` grow into a user's value: a number, a placeholder or words of the question
+        (`firmware_` may become `firmware_update` for a question about a "firmware update")?"""
         if _NUMBER_PREFIX.fullmatch(piece) or piece[0] in "<{.":
             return True
-        return _has_prefix(self._question_pieces, piece.casefold())
+        spaced = _spaced(piece) + (" " if _JOINERS.match(piece[-1]) else "")
+        return bool(spaced.strip()) and f" {spaced}" in self._spaced_question
+
+
+def _spaced(text: str) -> str:
+    """`text` casefolded, its words joined by single spaces (`Firmware_Update` -> `firmware update`)."""
+    return " ".join(_JOINERS.sub(" ", text).casefold().split())
 
 
 def _cuts(left: str, right: str) -> bool:
@@ -214,8 +221,8 @@ def _users_value(role: str, piece: str, question: str) -> bool:
         return True
     if role == "arg" and piece.isalpha():
         return False
-    spaced = _JOINERS.sub(" ", piece).strip().casefold()
-    return len(spaced) >= 2 and f" {spaced} " in f" {_JOINERS.sub(' ', question).casefold()} "
+    spaced = _spaced(piece)
+    return len(spaced) >= 2 and f" {spaced} " in f" {_spaced(question)} "
 
 
 def _built_from_one(line: str, vocabularies: Sequence[set[str]], question: str) -> tuple[bool, bool]:

@@ -266,6 +266,7 @@ class Copilot:
             "time_to_first_token_s": round(first_token_s or 0.0, 4),
             "speculation": config.speculation,
             "code_steered": code.steered if code is not None else None,
+            "code_left_alone": code.left_alone if code is not None else None,
         }
         rest = guard.flush()
         if rest:

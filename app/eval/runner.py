@@ -142,6 +142,7 @@ def speed_record(stats: dict[str, Any]) -> dict[str, Any]:
         "accepted": accepted,
         "copied_share": stats.get("copied_share"),
         "code_steered": stats.get("code_steered"),  # rows where decoding kept code to the sources
+        "code_left_alone": stats.get("code_left_alone"),  # ... and where no likely token could
     }
 
 

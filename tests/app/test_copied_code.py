@@ -14,8 +14,8 @@ from app.copilot.grounding import check_grounding
 from tiny import byte_tokenizer
 
 PASSAGES = [
-    "reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|<NodeList>}: reboot the nodes when they become idle. "
-    "Example: scontrol reboot ASAP nextstate=RESUME node[01-04]",
+    "reboot [ASAP] [nextstate={RESUME|DOWN}] [reason=<reason>] {ALL|<NodeList>}: reboot the nodes when they "
+    "become idle. Example: scontrol reboot ASAP nextstate=RESUME node[01-04]",
     "Submit a job array with $ sbatch --array=0-31 -N1 tmp and watch it with squeue --me.",
 ]
 QUESTION = "How do I reboot node c042 once its jobs end?"
@@ -52,13 +52,16 @@ def decode_wish(tokenizer, wish: str, filter_: CopiedCode | None, limit: int = 2
     [
         "[1] Run `scontrol reboot ASAP nextstate=RESUME node[01-04]` now.",  # verbatim
         "[1] Run `scontrol reboot ASAP nextstate=RESUME c042` now.",  # the question's node
+        "Run `scontrol reboot ASAP reason=jobs_end c042`.",  # words of the question, joined
         "Use `sbatch --array=0-499%10 -N1 tmp`, see --array=1-5 [2].",  # the user's own numbers
         "```\nscontrol reboot ASAP nextstate=RESUME <node>\n```\nThen wait.",  # a placeholder, in a block
         "Any prose at all -- even with dashes - and `` empty spans.",
     ],
 )
 def test_code_the_sources_hold_is_written_unchanged(tokenizer, wish):
-    assert decode_wish(tokenizer, wish, CopiedCode(tokenizer, PASSAGES, QUESTION)) == wish
+    code = CopiedCode(tokenizer, PASSAGES, QUESTION)
+    assert decode_wish(tokenizer, wish, code) == wish
+    assert code.steered == code.left_alone == 0  # every wanted byte was allowed
 
 
 @pytest.mark.parametrize(
@@ -116,7 +119,7 @@ def test_when_no_likely_token_keeps_the_code_grounded_the_row_is_left_alone(toke
     ids = tokenizer("Run `zzz", add_special_tokens=False)["input_ids"]  # no source has a word starting zzz
     logits = torch.zeros(len(tokenizer))
     logits[tokenizer.convert_tokens_to_ids("z")] = 5.0
-    assert code.restrict(ids, logits, greedy=True) is logits and code.steered == 0
+    assert code.restrict(ids, logits, greedy=True) is logits and code.steered == 0 and code.left_alone == 1
 
 
 @pytest.fixture
@@ -143,6 +146,7 @@ def test_the_pipeline_decodes_through_the_filter_unless_asked_not_to(copilot, mo
     assert isinstance(seen[0], CopiedCode) and seen[1] is None
     assert seen[0].sources.question == QUESTION and "ASAP" in seen[0].sources.haystack
     assert on.stats["code_steered"] == seen[0].steered and off.stats["code_steered"] is None
+    assert on.stats["code_left_alone"] == seen[0].left_alone and off.stats["code_left_alone"] is None
 
 
 def test_the_free_code_flag_switches_the_filter_off():
