@@ -8,15 +8,17 @@ which that item can still be found in the passages by the check's own rule
 (`GroundingSources.holds_whole`): verbatim without cutting a word, or built from one passage
 plus the user's own values (a number, a `<placeholder>`, a name from the question).
 
-Among the `candidates` likeliest tokens the best allowed one wins (under sampling, all allowed
-ones keep their probabilities). When none of them is allowed the row is left as it is: the
-model writes what it would have written, and the grounding check flags it. Prose is never
+Among the likeliest tokens (the `candidates` first, within `max_gap` logits of the top one) the
+best allowed one wins; under sampling all allowed ones keep their probabilities. A special token
+(an empty piece) is never steered to. When no likely token is allowed the row is left as it is:
+the model writes what it would have written, and the grounding check flags it. Prose is never
 touched. The filter is a pure function of the answer so far, so speculative decoding stays
 exactly plain decoding of the filtered model (generation/token_filter.py).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -27,16 +29,26 @@ from app.copilot.code_spans import OPTION
 from app.copilot.grounding import GroundingSources, drop_prompt, normalise
 
 CANDIDATES = 40  # the likeliest tokens searched for an allowed one (a copy is nearly always among them)
+# Steer only to a token at least a tenth as likely as the model's choice (logits within ln 10). Further
+# down the model has no grounded way on in mind, and a forced one was garbage: `ArrayTaskTh` + `rottle`
+# (gap 21.7) became a special token, then prose inside the code block (dev slurm-003). A good steer,
+# `sbatch --after...` -> `sbatch --depend=afterok:...`, had a gap of 1.8.
+MAX_GAP = math.log(10.0)
 _FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
 _TRIGGERS = "`-\n"  # a token without these cannot start or change a code item in prose
 
 
 class CopiedCode:
     def __init__(
-        self, tokenizer: Any, passages: Sequence[str], question: str = "", candidates: int = CANDIDATES
+        self,
+        tokenizer: Any,
+        passages: Sequence[str],
+        question: str = "",
+        candidates: int = CANDIDATES,
+        max_gap: float = MAX_GAP,
     ) -> None:
         self.sources = GroundingSources(passages, question)
-        self.tokenizer, self.candidates = tokenizer, candidates
+        self.tokenizer, self.candidates, self.max_gap = tokenizer, candidates, max_gap
         self._pieces: dict[int, str] = {}
         self.steered = 0  # rows where the likeliest token was not allowed and another was taken
         self.left_alone = 0  # rows where no likely token was allowed (what follows is flagged, not steered)
@@ -44,29 +56,34 @@ class CopiedCode:
     def restrict(self, answer_ids: Sequence[int], logits: torch.Tensor, greedy: bool) -> torch.Tensor:
         text = self.tokenizer.decode(list(answer_ids), skip_special_tokens=True)
         free = not in_code_item(text)
-        if greedy and self._allows(text, int(logits.argmax()), free):
-            return logits
         order = torch.topk(logits, min(self.candidates, logits.shape[-1])).indices.tolist()
+        top = order[0]
+        if greedy and self._allows(text, top, free, top):
+            return logits
+        floor = float(logits[top]) - self.max_gap
+        plausible = [token for token in order if float(logits[token]) >= floor]
         allowed = []
-        for token in order:
-            if self._allows(text, token, free):
+        for token in plausible:
+            if self._allows(text, token, free, top):
                 allowed.append(token)
                 if greedy:
                     break
         if not allowed:
             self.left_alone += 1
-            return logits  # nothing likely stays grounded: the check will flag it
-        if len(allowed) == len(order):
-            return logits  # nothing was forbidden
+            return logits  # no plausible token stays grounded: the model writes its own, the check flags it
+        if len(allowed) == len(plausible):
+            return logits  # nothing plausible was forbidden
         self.steered += 1
         kept = torch.tensor(allowed, device=logits.device)
         masked = torch.full_like(logits, float("-inf"))
         masked[kept] = logits[kept]
         return masked
 
-    def _allows(self, text: str, token: int, free: bool) -> bool:
+    def _allows(self, text: str, token: int, free: bool, top: int) -> bool:
         piece = self._piece(token)
-        if not piece or (free and not any(c in piece for c in _TRIGGERS)):
+        if not piece:  # a special token: the model's own choice (an end), never one to steer to
+            return token == top
+        if free and not any(c in piece for c in _TRIGGERS):
             return True
         return not self.violated(text + piece, len(text))
 

@@ -26,9 +26,10 @@ def tokenizer():
     return byte_tokenizer()
 
 
-def decode_wish(tokenizer, wish: str, filter_: CopiedCode | None, limit: int = 200) -> str:
+def decode_wish(tokenizer, wish: str, filter_: CopiedCode | None, limit: int = 200, second: float = 9.0) -> str:
     """Greedy decoding by a 'model' that wants to write `wish`: its next byte scores 10, and the bytes of a
-    fixed fallback order score less. Stops at the end of the wish or at the first byte it did not want."""
+    fixed fallback order score `second` and a little less each. Stops at the end of the wish or at the
+    first byte it did not want."""
     fallback = " etaoinsrhldcumfpgwybvkxjqz"
     ids: list[int] = []
     while len(ids) < limit:
@@ -37,7 +38,7 @@ def decode_wish(tokenizer, wish: str, filter_: CopiedCode | None, limit: int = 2
             return text
         logits = torch.full((len(tokenizer),), -10.0)
         for rank, char in enumerate(fallback):
-            logits[tokenizer.convert_tokens_to_ids(char if char != " " else "Ġ")] = -float(rank)
+            logits[tokenizer.convert_tokens_to_ids(char if char != " " else "Ġ")] = second - 0.05 * rank
         wanted = tokenizer(wish[len(text)], add_special_tokens=False)["input_ids"][0]
         logits[wanted] = 10.0
         row = logits if filter_ is None else filter_.restrict(ids, logits, greedy=True)
@@ -80,6 +81,25 @@ def test_an_invented_command_or_option_is_steered_away_from_while_it_is_written(
     assert steered != wish and invented not in steered
     # it turned off inside the invention, where the text written so far could still be found
     assert steered[:-1] == wish[: len(steered) - 1] and len(steered) - 1 >= wish.index(invented[:2].strip("-") or "-")
+
+
+def test_an_alternative_far_less_likely_than_the_models_choice_is_not_forced(tokenizer):
+    wish = "[1] Run `scontrol reboot --keep-partinfo c042` now."
+    code = CopiedCode(tokenizer, PASSAGES, QUESTION)
+    assert decode_wish(tokenizer, wish, code, second=5.0) == wish  # 5 logits below: not a way the model had in mind
+    assert code.left_alone > 0 and code.steered == 0
+    assert not all(i.found for i in check_grounding(wish, PASSAGES, QUESTION))  # so the check flags it
+
+
+def test_a_special_token_is_never_steered_to(tokenizer):
+    code = CopiedCode(tokenizer, PASSAGES, QUESTION)
+    ids = tokenizer("Run `scontrol reboot ", add_special_tokens=False)["input_ids"]
+    logits = torch.zeros(len(tokenizer))
+    dash, eos, a = tokenizer.convert_tokens_to_ids("-"), tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("A")
+    logits[dash], logits[eos], logits[a] = 10.0, 9.5, 9.0  # --something is in no source
+    assert int(code.restrict(ids, logits, greedy=True).argmax()) == a  # ASAP, not the end token
+    logits[eos] = 11.0
+    assert code.restrict(ids, logits, greedy=True) is logits  # the model's own choice to end stays
 
 
 def test_closing_a_span_is_allowed_only_when_the_check_finds_it(tokenizer):
