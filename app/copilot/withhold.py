@@ -6,6 +6,10 @@ not contain, the 1.5B model has made it up from the shape of the sources ("the o
 admin is Doug Jacobsen, pager 555-1234", built from a Slurm meeting page). Flagging it, as
 grounding does for other specifics, still shows the number; so the front ends show this
 notice instead of the answer, and the conversation carries the notice, not the invention.
+A version or an address (`470.30.0`, `10.0.0.1`) is acted on as literally: an operator
+installs that driver or logs in to that host. A dev answer told them CUDA 12 needs driver
+"470.30.0", which no source says (session 14); in the 61-question run it was the only
+version or address in any answer that no source had. So such answers are withheld too.
 Other unfound specifics (a quantity, a name, a command) stay flagged in a shown answer:
 they are claims to check, not an address to use.
 
@@ -23,7 +27,8 @@ from collections.abc import Sequence
 from app.copilot.events import GroundingItem
 from app.copilot.specifics import SpecificsChecker
 
-CONTACT_KINDS = {"phone": "a phone number", "email": "an email address"}
+CONTACT_KINDS = {"phone": "a phone number", "email": "an email address", "version": "a version or address"}
+_ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what to look up instead
 # the end of a streaming text that may still become (part of) a contact: a number with its
 # separators, or a last word that may be or become an email address
 _OPEN_TAIL = re.compile(r"(?:\+?\(?\d[\d .()-]*|[\w.+-]*(?:@[\w.-]*)?)\Z")
@@ -33,12 +38,14 @@ WITHHELD = "The sources do not cover this: the drafted answer named"  # how ever
 
 def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
     """The notice shown in place of the answer, or '' when every contact it names is in the sources."""
-    invented = sorted({CONTACT_KINDS[item.kind] for item in grounding if item.kind in CONTACT_KINDS and not item.found})
-    if not invented:
+    kinds = {item.kind for item in grounding if item.kind in CONTACT_KINDS and not item.found}
+    if not kinds:
         return ""
-    named = " and ".join(invented)
+    named = " and ".join(sorted(CONTACT_KINDS[kind] for kind in kinds))
+    look_up = " or ".join(sorted({_ADVICE[kind] for kind in kinds}))
     return (
-        f"{WITHHELD} {named} that no source contains, so it is not shown. Look the contact up where your site keeps it."
+        f"{WITHHELD} {named} that no source contains, so it is not shown. "
+        f"Look the {look_up} up where your site keeps it."
     )
 
 

@@ -34,6 +34,21 @@ def test_an_invented_phone_or_email_withholds_the_answer_and_the_notice_abstains
     assert "an email address" in email and "oncall@" not in email
 
 
+def test_an_invented_version_or_address_withholds_the_answer_too():
+    version = notice_for("CUDA 12 needs driver 470.30.0 [1].", "Which driver does CUDA 12 need?")
+    assert version.startswith(WITHHELD) and "a version or address" in version and "470" not in version
+    assert "Look the version up" in version and abstains(version)
+    both = notice_for("Page 555-1234, or ssh to 10.1.2.3 [1].")
+    assert "a phone number and a version or address" in both and "Look the contact or version up" in both
+    assert notice_for("The meeting in 2023 [1] ran 23.11.1 on 10.1.2.3.", "What runs on 10.1.2.3 (23.11.1)?") == ""
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3])
+def test_a_streamed_invented_version_never_reaches_the_screen(chunk):
+    shown, guard = streamed("Install driver 470.30.0 first [1], then reboot.", chunk)
+    assert guard.notice.startswith(WITHHELD) and "470" not in shown and shown.startswith("Install driver")
+
+
 def test_contacts_the_sources_or_the_question_give_are_shown():
     assert notice_for("Call the operations desk at +41 22 767 1111 or write to ops-desk@example.org [2].") == ""
     assert notice_for("Page 555 0134 as you asked [1].", "Should I page 555-0134 for this?") == ""
