@@ -209,8 +209,11 @@ def test_the_sources_own_terms_versions_dates_and_counts_are_not_flagged():
 
 
 def test_an_invented_version_is_flagged_but_a_bare_decimal_or_a_dotted_word_is_not():
-    items = specifics("CUDA 12 needs driver 470.30.0 (see v23.11.1 and 1.5 or file.2.3 or 23.11.1.x).")
+    items = specifics("CUDA 12 needs driver 470.30.0 (see v23.11.1 or file.2.3 or 23.11.1.x). Use 1.5 of it.")
     assert items == {"470.30.0": ("version", False), "v23.11.1": ("version", True)}
+    # two parts count after a word naming a version, in the same sentence only
+    items = specifics("The driver version for CUDA 12 is 470.59. Use 0.5 of it.\nThen 2.5 more.")
+    assert items == {"470.59": ("version", False)}
 
 
 def test_an_item_not_found_points_to_the_closest_line_or_option_a_source_has():
