@@ -91,3 +91,23 @@ def test_on_each_fast_path_every_speculative_mode_matches_plain_greedy(real_fast
         for length in (None, min(16, engine.target.max_pass_rows - 1)):
             config = GenerationConfig(max_new_tokens=64, speculation=mode, draft_length=length)
             assert engine.complete(prompt, chunks, config).token_ids == plain.token_ids, (mode, length)
+
+
+def test_on_each_fast_path_answers_decoded_through_the_code_filter_match_plain_greedy(real_fast_path):
+    """The filter that keeps code to the sources (app/copilot/copied_code.py) sees every row alike."""
+    from app.copilot.copied_code import CopiedCode
+    from generation.engine import GenerationConfig
+
+    models, engine = real_fast_path
+    question = "A job ended with exit code 137. Which command shows what happened to it?"
+    prompt, chunks = runbook_prompt(models.tokenizer, question)
+    texts = [models.tokenizer.decode(chunk) for chunk in chunks]
+
+    def complete(**config):
+        code = CopiedCode(models.tokenizer, texts, question)
+        result = engine.complete(prompt, chunks, GenerationConfig(max_new_tokens=64, **config), token_filter=code)
+        return result.token_ids
+
+    plain = complete(speculation="none")
+    for mode in ("ngram", "hybrid"):
+        assert complete(speculation=mode) == plain, mode
