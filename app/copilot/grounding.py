@@ -81,9 +81,7 @@ class GroundingSources:
         the user's own values (`_built_from_one`) for code, commands and options."""
         if text in self.haystack:
             return True, False
-        if kind in ("code", "command", "option"):
-            return _built_from_one(text, self.vocabularies, self.question)
-        return False, False
+        return self._built(kind, text)
 
     def holds_whole(self, kind: str, text: str) -> bool:
         """`finds`, but a verbatim match must not cut a word (`scontrol rebo` is no command)."""
@@ -93,7 +91,13 @@ class GroundingSources:
             if not (_cuts(before, text[0]) or _cuts(text[-1], after)):
                 return True
             at = self.haystack.find(text, at + 1)
-        return kind in ("code", "command", "option") and _built_from_one(text, self.vocabularies, self.question)[0]
+        return self._built(kind, text)[0]
+
+    def _built(self, kind: str, text: str) -> tuple[bool, bool]:
+        """(found, adapted) by `_built_from_one`, for the kinds a user's values may go into."""
+        if kind in ("code", "command", "option"):
+            return _built_from_one(text, self.vocabularies, self.question)
+        return False, False
 
     def may_complete(self, text: str) -> bool:
         """Can a code span or option still being written (`text`, cut anywhere) end up found?

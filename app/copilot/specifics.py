@@ -17,9 +17,10 @@ a comparable form:
   number with the same unit after synonyms are merged (`30 min` = `30 minutes`, `2GB` =
   `2 GB`); a bare count ("2 GPUs") is not checked;
 - version: a dotted number of three or more parts (a version such as `470.57.02`, or an
-  address such as `10.0.0.1`), or of two parts after a word naming a version (version,
-  release, driver, firmware... shortly before, in its sentence: "the driver version for CUDA 12 is 470.59"): the
-  same text; an upgrade to a made-up driver version is acted on as surely as a made-up command;
+  address such as `10.0.0.1`), or of two parts shortly after a word naming a version in its
+  sentence (version, release, driver, firmware...: "the driver version for CUDA 12 is
+  470.59"): the same text; an upgrade to a made-up driver version is acted on as surely as a
+  made-up command;
 - name: two or three capitalised words in a row (a sentence's first word is skipped when
   the sources use it) of which at least two appear nowhere in the passages or question,
   such as a made-up person ("John Smith"); only such names are listed (always not found):
@@ -87,6 +88,7 @@ _UNIT_ALT = "|".join(re.escape(a) for a in _ALIASES)
 _QUANTITY = re.compile(rf"(?<![\w.,-])(\d+(?:[.,]\d+)?)\s?({_UNIT_ALT})(?![\w/])", re.I)
 _VERSION = re.compile(r"(?<![\w.:/-])v?\d+(?:\.\d+){2,}(?![\w-]|\.\w)")
 _SHORT_VERSION = re.compile(r"(?<![\w.:/-])v?\d+\.\d+(?![\w-]|\.\w)")
+_SENTENCE_BREAK = re.compile(r"\n|[.;!?]\s")
 _VERSION_WORD = re.compile(r"\b(?:versions?|releases?|drivers?|firmware|kernel|upgrade|update)\b", re.I)
 _NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[ ](?:[A-Z]\.[ ])?[A-Z][a-z]+){1,2}(?![\w-])")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|\n\s*(?:[-*•]|\d+[.)])?\s*|\*\*)$")
@@ -175,7 +177,7 @@ def _phones(text: str) -> list[tuple[int, str]]:
 def _versions(text: str) -> Iterable[tuple[int, str]]:
     yield from ((m.start(), m.group(0)) for m in _VERSION.finditer(text))
     for m in _SHORT_VERSION.finditer(text):
-        sentence = re.split(r"\n|[.;!?]\s", text[: m.start()])[-1]
+        sentence = _SENTENCE_BREAK.split(text[: m.start()])[-1]
         if _VERSION_WORD.search(sentence[-40:]):
             yield m.start(), m.group(0)
 

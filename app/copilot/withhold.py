@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from app.copilot.events import GroundingItem
 from app.copilot.specifics import SpecificsChecker
 
-CONTACT_KINDS = {"phone": "a phone number", "email": "an email address", "version": "a version or address"}
+WITHHELD_KINDS = {"phone": "a phone number", "email": "an email address", "version": "a version or address"}
 _ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what to look up instead
 # the end of a streaming text that may still become (part of) a contact: a number with its
 # separators, or a last word that may be or become an email address
@@ -38,10 +38,10 @@ WITHHELD = "The sources do not cover this: the drafted answer named"  # how ever
 
 def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
     """The notice shown in place of the answer, or '' when every contact it names is in the sources."""
-    kinds = {item.kind for item in grounding if item.kind in CONTACT_KINDS and not item.found}
+    kinds = {item.kind for item in grounding if item.kind in WITHHELD_KINDS and not item.found}
     if not kinds:
         return ""
-    named = " and ".join(sorted(CONTACT_KINDS[kind] for kind in kinds))
+    named = " and ".join(sorted(WITHHELD_KINDS[kind] for kind in kinds))
     look_up = " or ".join(sorted({_ADVICE[kind] for kind in kinds}))
     return (
         f"{WITHHELD} {named} that no source contains, so it is not shown. "
