@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(answer_record(final)))
     else:
         print("" if final.answer.endswith("\n") else "\n", end="", flush=True)
-        if final.withheld:  # the words before the invented contact were printed: say why the answer stops
+        if final.withheld:  # any words before the withheld part were printed: say why the answer stops
             print(f"\n⚠ WITHHELD: {final.withheld}", flush=True)
         print_summary(final)
     return 0

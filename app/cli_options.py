@@ -115,6 +115,13 @@ def add_answer_args(parser: argparse.ArgumentParser) -> None:
         help="let the model write commands, options and code spans no passage holds (default: decoding keeps "
         "them to what the grounding check finds in the passages; copied_code.py)",
     )
+    parser.add_argument(
+        "--show-uncited",
+        action="store_true",
+        help="show answers that cite none of their passages or write the prompt's [n] placeholder as a value "
+        "(default: withhold them with a notice, since the prompt asks for [n] citations and an uncited answer may "
+        "come from general knowledge; withhold.py)",
+    )
 
 
 def model_options(args: argparse.Namespace) -> ModelOptions:
@@ -135,6 +142,7 @@ def answer_options(args: argparse.Namespace) -> AnswerOptions:
         gate=args.gate,
         repeat_span=args.repeat_span,
         code_from_sources=not args.free_code,
+        withhold_uncited=not args.show_uncited,
     )
 
 

@@ -111,6 +111,7 @@ def _full_config(args: argparse.Namespace, questions: int, skipped: int) -> dict
         "max_new_tokens": args.max_new_tokens,
         "compare_plain": args.compare_plain,
         "code_from_sources": not args.free_code,
+        "withhold_uncited": not args.show_uncited,
         "retrieval_only": args.retrieval_only,
         "target": args.target,
         "draft": args.draft,

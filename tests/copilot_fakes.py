@@ -42,3 +42,28 @@ class FakeRetriever:
             for i, (source, text) in enumerate(self.docs)
         ]  # fmt: skip
         return hits[:k]
+
+
+def script_answer(copilot, monkeypatch, answer: str) -> tuple[list[int], list[bool]]:
+    """Make the copilot's engine 'generate' `answer`, one token per event, as if the model wrote it.
+
+    Returns the token ids it has handed out so far and a list that gets True once the stream is closed."""
+    from generation.drafters.base import Origin
+    from generation.engine import Event
+    from generation.stats import Stats
+
+    ids = copilot.engine.tokenizer(answer, add_special_tokens=False)["input_ids"]
+    generated, closed = [], []
+
+    def generate(prompt_ids, chunks, config, token_filter=None):
+        try:
+            for i, token in enumerate(ids):
+                generated.append(token)
+                text = copilot.engine.tokenizer.decode([token])
+                finish = "eos" if i == len(ids) - 1 else None
+                yield Event(text, [token], [Origin("target")], Stats(new_tokens=i + 1), finish)
+        finally:
+            closed.append(True)
+
+    monkeypatch.setattr(copilot.engine, "generate", generate)
+    return generated, closed

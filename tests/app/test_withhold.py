@@ -3,7 +3,7 @@
 import dataclasses
 
 import pytest
-from copilot_fakes import FakeRetriever
+from copilot_fakes import FakeRetriever, script_answer
 
 from app.cli import main
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, GroundingItem, ModelOptions, collect, loading
@@ -154,30 +154,13 @@ def test_ask_prints_the_notice_after_the_streamed_words(tiny_engine, invented_co
 
 
 def test_the_pipeline_stops_at_an_invented_contact_and_never_streams_it(tiny_engine, monkeypatch):
-    from generation.drafters.base import Origin
-    from generation.engine import Event
-    from generation.stats import Stats
-
     retriever = FakeRetriever([("oncall.md", PASSAGES[0]), ("desk.md", PASSAGES[1])], heading="Contacts")
     copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(gate="off")), retriever)
     answer = "The on-call administrator is Doug [1]. His pager is 555-1234 [2]. " + "Call him any time. " * 10
-    ids = copilot.engine.tokenizer(answer, add_special_tokens=False)["input_ids"]
-    generated, closed = [], []
-
-    def generate(prompt_ids, chunks, config, token_filter=None):
-        try:
-            for i, token in enumerate(ids):
-                generated.append(token)
-                text = copilot.engine.tokenizer.decode([token])
-                finish = "eos" if i == len(ids) - 1 else None
-                yield Event(text, [token], [Origin("target")], Stats(new_tokens=i + 1), finish)
-        finally:
-            closed.append(True)
-
-    monkeypatch.setattr(copilot.engine, "generate", generate)
+    generated, closed = script_answer(copilot, monkeypatch, answer)
     events = list(copilot.answer("Who is on call tonight?"))
     final, shown = events[-1], "".join(e.text for e in events if isinstance(e, Token))
     assert final.finish_reason == "withheld" and final.withheld.startswith(WITHHELD)
     assert "555" not in shown and "Doug [1]" in shown  # the words before the number did stream
-    assert closed and len(generated) < len(ids) / 2  # generation stopped at the number
+    assert closed and len(generated) < len(copilot.engine.tokenizer(answer)["input_ids"]) / 2  # stopped at the number
     assert final.answer == copilot.engine.tokenizer.decode(generated)  # the generated words, unchanged

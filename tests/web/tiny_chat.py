@@ -5,7 +5,8 @@ provenance marks. This one is a bigram machine: one layer whose attention and ML
 nothing, one-hot byte embeddings, and an output head that maps each byte token of CYCLE to the
 next one (every other byte to CYCLE's first). Whatever the prompt, it answers CYCLE over and
 over; CYCLE's characters are all distinct, so that map is well defined. GLYPHS_DOC quotes
-CYCLE, so the n-gram drafter copies it from that passage and the page shows the marks.
+CYCLE, so the n-gram drafter copies it from that passage and the page shows the marks. CYCLE
+ends with a citation, [1], as the copilot shows no answer that cites none of its passages.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "generation"))
 
 from tiny import byte_tokenizer
 
-CYCLE = " Cwm_fjord-bank/glyphs.vext,quiz;"
+CYCLE = " Cwm_fjord-bank/glyphs.vext,quiz;[1]"
 FIXTURE_DOCS = {
     "glyphs.md": "# Glyph banks\n\n## Rotation\n\nThe rotation phrase of the glyph bank is"
     f"{CYCLE}{CYCLE} and it is read out at every shift change.\n",

@@ -1,0 +1,131 @@
+"""An answer that cites none of its passages, or writes the prompt's [n] placeholder as a value, is held back
+while it streams and withheld, in every front end."""
+
+import argparse
+
+import pytest
+from copilot_fakes import FakeRetriever, script_answer
+
+from app.cli_options import add_answer_args, answer_options
+from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, collect, loading
+from app.copilot.events import Token
+from app.copilot.withhold import PLACEHOLDER, UNCITED, WITHHELD, CitationGuard
+from app.eval.abstention import abstains
+from app.eval.questions import Question
+from app.eval.runner import abstention_record
+from app.web.session import Exchange
+
+DOCS = [("drain.md", "Drain a node with scontrol update NodeName=n1 State=DRAIN."), ("other.md", "Unrelated text.")]
+
+
+def feed_all(guard: CitationGuard, pieces: list[str]) -> str:
+    return "".join(guard.feed(piece) for piece in pieces) + guard.flush()
+
+
+def test_the_guard_holds_text_until_a_valid_marker_then_releases_all_of_it():
+    guard = CitationGuard([1, 2])
+    assert guard.feed("Use `scontrol` ") == "" and guard.feed("as in [") == "" and guard.feed("9] and [") == ""
+    assert guard.feed("2") == ""  # a marker is whole only once it closes
+    assert guard.feed("].") == "Use `scontrol` as in [9] and [2]."
+    assert guard.feed(" More.") == " More." and guard.flush() == "" and not guard.notice
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["Run `kubectl drain` on the node."],  # general knowledge, no marker
+        ["See source [7]."],  # a marker naming no passage
+    ],
+)
+def test_an_answer_that_ends_uncited_shows_nothing_and_gets_the_notice(pieces):
+    guard = CitationGuard([1, 2, 3])
+    assert feed_all(guard, pieces) == "" and guard.notice == UNCITED
+    assert UNCITED.startswith(WITHHELD) and abstains(UNCITED)  # the notice reads as an abstention
+
+
+def test_the_prompts_placeholder_in_prose_trips_the_guard_before_it_shows():
+    guard = CitationGuard([1, 2, 3, 4, 5])
+    pieces = ["[3] The meeting page [5] lists it. ", "The on-call administrator is [", "n], and the pager is [n]."]
+    shown = feed_all(guard, pieces)
+    assert shown == "[3] The meeting page [5] lists it. The on-call administrator is " and "[n" not in shown
+    assert guard.notice == PLACEHOLDER and PLACEHOLDER.startswith(WITHHELD) and abstains(PLACEHOLDER)
+    assert guard.feed(" More words.") == ""  # nothing after the trip
+
+
+def test_a_bracket_that_does_not_become_the_placeholder_is_shown_and_code_may_hold_it():
+    guard = CitationGuard([1])
+    text = "[1] Use `x=array[n]` and\n```\nfor [n] in list\n```\nthen node[n1-4] or [2]."
+    assert feed_all(guard, list(text)) == text and not guard.notice
+
+
+def test_with_no_passages_or_no_answer_nothing_is_held_or_withheld():
+    free = CitationGuard([])
+    assert feed_all(free, ["No sources ", "here."]) == "No sources here." and not free.notice
+    empty = CitationGuard([1])
+    assert feed_all(empty, ["", " "]) == "" and not empty.notice
+
+
+def copilot_saying(tiny_engine, monkeypatch, answer: str, **options) -> Copilot:
+    answer_options = AnswerOptions(gate="off", **options)
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=answer_options), FakeRetriever(DOCS))
+    script_answer(copilot, monkeypatch, answer)
+    return copilot
+
+
+@pytest.mark.withholds_uncited
+def test_the_pipeline_streams_nothing_of_an_uncited_answer_and_hands_on_the_notice(tiny_engine, monkeypatch):
+    copilot = copilot_saying(tiny_engine, monkeypatch, "Run kubectl drain node1 and wait for the pods to move.")
+    events = list(copilot.answer("How do I drain a node?"))
+    final = events[-1]
+    assert "".join(e.text for e in events if isinstance(e, Token)) == ""
+    assert final.withheld == UNCITED and final.shown == UNCITED and "kubectl" in final.answer  # kept, not shown
+    assert final.turn.answer == UNCITED and final.turn.refused  # no follow-up builds on it
+    assert not any(source["cited"] for source in final.sources) and final.sources  # the sources are still listed
+    question = Question("q", "How do I drain a node?", gold_sources=("drain.md",))
+    assert abstention_record(final.shown, question)["abstained"]
+
+
+@pytest.mark.withholds_uncited
+def test_a_cited_answer_streams_whole_once_its_marker_closes(tiny_engine, monkeypatch):
+    answer = "[1] Drain it with `scontrol update NodeName=n1 State=DRAIN`."
+    events = list(copilot_saying(tiny_engine, monkeypatch, answer).answer("How do I drain a node?"))
+    final, tokens = events[-1], [e.text for e in events if isinstance(e, Token)]
+    assert "".join(tokens) == final.answer == answer and not final.withheld
+    shown = [i for i, text in enumerate(tokens) if text]
+    assert tokens[shown[0]].startswith("[1]") and shown[0] < 4  # held only while the opening marker formed
+
+
+@pytest.mark.withholds_uncited
+def test_the_pipeline_stops_at_the_placeholder(tiny_engine, monkeypatch):
+    answer = "[1] Drain it first. The on-call administrator is [n], and their pager is [n]. " + "More. " * 20
+    copilot = copilot_saying(tiny_engine, monkeypatch, answer)
+    events = list(copilot.answer("Who is on call?"))
+    final, shown = events[-1], "".join(e.text for e in events if isinstance(e, Token))
+    assert shown.startswith("[1] Drain it first.") and "[n" not in shown
+    assert final.withheld == PLACEHOLDER and final.finish_reason == "withheld" and final.turn.refused
+    assert "More." not in final.answer  # generation stopped at the placeholder
+
+
+@pytest.mark.withholds_uncited
+def test_the_option_off_shows_uncited_answers(tiny_engine, monkeypatch):
+    answer = "Run kubectl drain node1."
+    final = collect(copilot_saying(tiny_engine, monkeypatch, answer, withhold_uncited=False).answer("Drain?"))
+    assert final.shown == answer and not final.withheld
+
+
+def test_the_show_uncited_flag_turns_withholding_off():
+    parser = argparse.ArgumentParser()
+    add_answer_args(parser)
+    assert answer_options(parser.parse_args([])).withhold_uncited
+    assert not answer_options(parser.parse_args(["--show-uncited"])).withhold_uncited
+
+
+@pytest.mark.withholds_uncited
+def test_the_web_chat_warns_and_shows_the_notice(tiny_engine, monkeypatch):
+    copilot = copilot_saying(tiny_engine, monkeypatch, "Run kubectl drain node1.")
+    exchange = Exchange("How do I drain a node?")
+    for event in copilot.answer(exchange.question):
+        exchange.apply(event)
+    contents = [m["content"] for m in exchange.messages()]
+    assert contents[-1].startswith(UNCITED) and "kubectl" not in contents[-1]
+    assert any("withheld: the drafted answer cited none of its sources" in c for c in contents[:-1])
