@@ -297,6 +297,7 @@ class Copilot:
         listed = cite.no_citations(passages) if notice else citations
         used = {*listed.valid, *listed.copied}
         shown = [p for p in passages if p in prepared.new_passages or p.number in used]
+        kept_passages = () if notice else tuple(prepared.new_passages)
         return Final(
             question=prepared.question,
             answer=answer,
@@ -309,8 +310,10 @@ class Copilot:
             prompt_ids=prepared.prompt_ids,
             output_ids=ids,
             origins=origins,
-            # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention
-            turn=Turn(prepared.question, notice or answer, tuple(prepared.new_passages), refused=bool(notice)),
+            # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention;
+            # without its passages, as a gated turn: the next question's sources are numbered from [1] again,
+            # where the model's habit of opening with [1] points (it had cited an earlier turn's [1] otherwise)
+            turn=Turn(prepared.question, notice or answer, kept_passages, bool(notice)),
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             withheld=notice,

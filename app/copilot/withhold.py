@@ -15,7 +15,7 @@ they are claims to check, not an address to use.
 
 An answer that cites none of its sources is withheld too (`CitationGuard`). The prompt and
 its demonstration open every answer with the [n] of its source, and the default model did
-so in every answer it gave from the sources (all 54 of the eval set's, sessions 14 and 15).
+so in every answer it gave from the sources (53 of 53 answered eval questions, session 15).
 An answer without one is written from somewhere else, general knowledge most likely. Its
 text is held back until a valid [n] appears, which for a normal answer is its first three
 tokens, so nothing uncited ever streams. The same guard trips on the prompt's own `[n]`

@@ -79,7 +79,9 @@ def test_the_pipeline_streams_nothing_of_an_uncited_answer_and_hands_on_the_noti
     final = events[-1]
     assert "".join(e.text for e in events if isinstance(e, Token)) == ""
     assert final.withheld == UNCITED and final.shown == UNCITED and "kubectl" in final.answer  # kept, not shown
-    assert final.turn.answer == UNCITED and final.turn.refused  # no follow-up builds on it
+    assert final.turn.answer == UNCITED and final.turn.refused and final.turn.passages == ()  # nothing to build on
+    follow_up = collect(copilot.answer("And how do I resume it?", [final.turn]))
+    assert [p.number for p in follow_up.passages] == [1, 2]  # numbered afresh, not after the withheld turn's
     assert not any(source["cited"] for source in final.sources) and final.sources  # the sources are still listed
     question = Question("q", "How do I drain a node?", gold_sources=("drain.md",))
     assert abstention_record(final.shown, question)["abstained"]
