@@ -243,7 +243,8 @@ class Copilot:
         shown = [shown_text(p) for p in prepared.all_passages]
         # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
         guard = ContactGuard(shown, prepared.question)
-        # nothing streams before the answer cites a passage; one that never does is withheld (withhold.py)
+        # nothing streams before the answer cites a passage; one that never does, or writes the prompt's [n]
+        # placeholder as a value, is withheld (withhold.py)
         cited = CitationGuard([p.number for p in prepared.all_passages] if options.withhold_uncited else [])
         code = CopiedCode(engine.tokenizer, shown, prepared.question) if options.code_from_sources else None
         text, ids, origins, first_token_s, event = [], [], [], None, None
@@ -274,7 +275,7 @@ class Copilot:
         if rest:
             yield Token(rest, [], [], stats)
         finish = "withheld" if guard.notice or cited.notice == PLACEHOLDER else event.finish_reason or "length"
-        yield self._final(prepared, "".join(text), ids, origins, finish, stats, cited.notice)
+        yield self._final(prepared, "".join(text), ids, origins, finish, stats, cited_notice=cited.notice)
 
     def _final(
         self,
@@ -284,7 +285,7 @@ class Copilot:
         origins: list[str],
         finish: str,
         stats: dict,
-        uncited: str = "",
+        cited_notice: str = "",  # CitationGuard's: uncited, or the [n] placeholder
     ) -> Final:
         passages = prepared.all_passages
         decode = self.engine.tokenizer.decode
@@ -292,7 +293,7 @@ class Copilot:
         grounding = check_grounding(
             answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
         )
-        notice = withheld_notice(grounding) or uncited
+        notice = withheld_notice(grounding) or cited_notice
         # the sources list marks what the shown text cites: nothing, when the answer is withheld
         listed = cite.no_citations(passages) if notice else citations
         used = {*listed.valid, *listed.copied}

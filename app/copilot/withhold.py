@@ -134,8 +134,10 @@ class CitationGuard:
 
     def feed(self, delta: str) -> str:
         """Take the next shown piece of the answer; return what may now be shown."""
-        if not self._numbers or self.notice:
-            return "" if self.notice else delta
+        if self.notice:
+            return ""
+        if not self._numbers:
+            return delta
         self._text += delta
         if _TEMPLATE.search(_prose(self._text)):
             self.notice = PLACEHOLDER
