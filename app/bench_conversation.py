@@ -5,7 +5,8 @@
 One process first prefills the system prompt and demonstration, as the chat and the Slack
 bridge do at start (unless --no-warm-up), then answers, in order: a first question, a
 follow-up in the same conversation (its prompt extends the previous one, so only the previous
-answer and the new turn are prefilled), and a first question of a new conversation (the
+answer and the new turn are prefilled; a follow-up searched alone keeps the first turn bare and
+prefills its question again, app/copilot/conversation.py), and a first question of a new conversation (the
 fixed prefix comes from the snapshot). For each
 it reports the prompt size, how many tokens were actually prefilled, and the time from the
 call to the first answer token as the caller sees it (retrieval included).

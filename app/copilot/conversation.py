@@ -23,7 +23,11 @@ History: the most recent turns that fit `history_tokens`, newest first, each kep
 whole (question, its passages, answer) while it fits, so the prompt stays an
 append-only extension of the previous one and its KV cache is reused; once a turn does
 not fit whole, it and every older turn are kept as bare question and answer, and the
-oldest are dropped when even that does not fit.
+oldest are dropped when even that does not fit. A question searched alone after earlier
+turns (it stands on its own, or names its own subject) keeps them all bare: its own
+sources are then numbered from [1], as in the demonstration. With the earlier passages
+kept, they took [1]-[6] and the new ones [7]-[12], and the model's habit of opening with
+[1] cited an old, unrelated passage (3 of 8 such questions in corpora/slurm/followups.jsonl).
 """
 
 from __future__ import annotations
@@ -82,10 +86,11 @@ class KeptHistory:
 
 
 def keep_history(
-    turns: Sequence[Turn], budget: int, count_tokens: Callable[[list[dict[str, str]]], int]
+    turns: Sequence[Turn], budget: int, count_tokens: Callable[[list[dict[str, str]]], int], whole: bool = True
 ) -> KeptHistory:
+    """The turns that fit `budget`, newest first; `whole=False` keeps every one bare (no passages)."""
     kept: list[tuple[Turn, bool]] = []
-    used, whole = 0, True
+    used = 0
     for turn in reversed(turns):
         if whole:
             cost = count_tokens(turn_messages(turn, with_passages=True))

@@ -348,6 +348,33 @@ def test_a_follow_up_is_searched_with_the_previous_question_only_if_it_needs_it(
     assert copilot.retrieve_for(question, [first.turn], 3)[1].endswith("\nHow do I drain a node?") == refers_back
 
 
+@pytest.mark.parametrize("similarity, new_topic", [(0.9, True), (0.3, False)])
+def test_a_question_searched_alone_numbers_its_sources_from_one_and_keeps_earlier_turns_bare(
+    tiny_engine, similarity, new_topic
+):
+    from app.copilot.gate import THRESHOLDS
+
+    retriever = FakeRetriever(
+        [(f"runbook-{i}.md", t) for i, t in enumerate(RUNBOOK)],
+        similarity=similarity,
+        embedder=Embedder(next(iter(THRESHOLDS))),
+    )
+    options = AnswerOptions(max_new_tokens=8, gate="off")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=options), retriever)
+    first = collect(copilot.answer("How do I drain a node?"))
+    follow = collect(copilot.answer("Where do those munge keys live?", history=[first.turn]))
+    prompt = copilot.engine.tokenizer.decode(follow.prompt_ids)
+    assert "How do I drain a node?" in prompt and first.answer.strip() in prompt  # the conversation stays
+    if new_topic:
+        # its own sources, numbered from [1] as the demonstration's are: the model's habit of opening
+        # with [1] then names one of them, not the earlier turn's first passage
+        assert [p.number for p in follow.turn.passages] == [1, 2, 3]
+        assert prompt.count(RUNBOOK[0]) == 1 and tuple(follow.passages) == follow.turn.passages
+    else:  # a follow-up that leans on the earlier turn keeps its passages, citable under their numbers
+        assert follow.turn.passages == () and [p.number for p in follow.passages] == [1, 2, 3]
+        assert follow.prompt_ids[: len(first.prompt_ids)] == first.prompt_ids
+
+
 @pytest.mark.parametrize(
     "question, leans",
     [
