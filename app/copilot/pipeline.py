@@ -143,16 +143,16 @@ class Copilot:
             raise EmptyQuestionError("the question is empty: type a question about the runbooks")
         started = time.perf_counter()
         # searched alone after earlier turns: they stay bare, so its sources are numbered from [1] (conversation.py)
-        new_topic = False
+        searched_alone = False
         if passages is None:
             yield Status("searching", "searching the runbooks…")
             passages, query = self.retrieve_for(question, history, options.passages)
-            new_topic = bool(history) and query == question
+            searched_alone = bool(history) and query == question
         # retrieved passages carry their similarity (also when a caller such as eval retrieved them)
         retrieved = any(p.similarity is not None for p in passages)
         relevance = gate.assess(passages, self.embedding_model) if options.gate != "off" and retrieved else None
         retrieval_s = time.perf_counter() - started
-        prepared = self._prepare(question, list(history), list(passages), options, new_topic)
+        prepared = self._prepare(question, list(history), list(passages), options, searched_alone)
         prepared.relevance = relevance
         detail = {"count": len(prepared.new_passages), "prompt_tokens": len(prepared.prompt_ids), **prepared.notes}
         if relevance is not None and not relevance.covered:
@@ -208,7 +208,7 @@ class Copilot:
         history: list[Turn],
         candidates: list[Passage],
         options: AnswerOptions,
-        new_topic: bool = False,
+        searched_alone: bool = False,
     ) -> _Prepared:
         """Keep the history that fits, number the passages, trim them to the context budget."""
         tokenizer = self.engine.tokenizer
@@ -216,7 +216,7 @@ class Copilot:
         def count(messages: list[dict[str, str]]) -> int:
             return len(encode_prompt(tokenizer, messages))
 
-        kept = keep_history(history, options.history_tokens, count, whole=not new_topic)
+        kept = keep_history(history, options.history_tokens, count, whole=not searched_alone)
         new = number_new_passages(candidates, kept.passages)
         limit = self.engine.context_limit - options.max_new_tokens
         notes: dict[str, Any] = {"history_turns": kept.turns}

@@ -348,9 +348,9 @@ def test_a_follow_up_is_searched_with_the_previous_question_only_if_it_needs_it(
     assert copilot.retrieve_for(question, [first.turn], 3)[1].endswith("\nHow do I drain a node?") == refers_back
 
 
-@pytest.mark.parametrize("similarity, new_topic", [(0.9, True), (0.3, False)])
+@pytest.mark.parametrize("similarity, alone", [(0.9, True), (0.3, False)])
 def test_a_question_searched_alone_numbers_its_sources_from_one_and_keeps_earlier_turns_bare(
-    tiny_engine, similarity, new_topic
+    tiny_engine, similarity, alone
 ):
     from app.copilot.gate import THRESHOLDS
 
@@ -365,7 +365,7 @@ def test_a_question_searched_alone_numbers_its_sources_from_one_and_keeps_earlie
     follow = collect(copilot.answer("Where do those munge keys live?", history=[first.turn]))
     prompt = copilot.engine.tokenizer.decode(follow.prompt_ids)
     assert "How do I drain a node?" in prompt and first.answer.strip() in prompt  # the conversation stays
-    if new_topic:
+    if alone:
         # its own sources, numbered from [1] as the demonstration's are: the model's habit of opening
         # with [1] then names one of them, not the earlier turn's first passage
         assert [p.number for p in follow.turn.passages] == [1, 2, 3]
