@@ -66,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("questions", nargs="+", type=Path)
     parser.add_argument("--index", type=Path, default=None)
     parser.add_argument("-k", type=int, default=6)
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        help="report both splits at this threshold instead of calibrating one on the dev split "
+        "(the gate's own, to see how it treats new questions)",
+    )
     args = parser.parse_args(argv)
     from app.copilot import Copilot, CopilotOptions
 
@@ -75,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         row["similarity"] = best_similarity(copilot.retrieve(row["question"], args.k)) or 0.0
         row["split"] = split_of(row["id"])
     dev = [r for r in rows if r["split"] == "dev"]
-    threshold = calibrate(dev)
+    threshold = calibrate(dev) if args.threshold is None else args.threshold
     report = {
         "embedding_model": copilot.embedding_model,
         "dev": rates(dev, threshold),
