@@ -1,7 +1,8 @@
 """Markdown code in an answer: fenced blocks and inline `code` spans, found one way for every check.
 
-grounding.py reads the code verbatim; specifics.py reads only the prose around it. One pair
-of patterns keeps the two from disagreeing about where code starts and ends. The `--option`
+grounding.py reads the code verbatim; specifics.py reads only the prose around it, and
+withhold.py the prose of an answer still streaming (`prose_so_far`). Patterns kept in one
+place keep them from disagreeing about where code starts and ends. The `--option`
 pattern and the punctuation around a word are shared the same way by grounding.py (finding
 items) and nearest.py (finding the closest ones in the sources).
 """
@@ -31,3 +32,14 @@ def without_fences(text: str) -> str:
 def prose(text: str) -> str:
     """`text` without its code: fenced blocks become line breaks, inline spans a space."""
     return INLINE.sub(" ", without_fences(text))
+
+
+# an answer still streaming: a fence mark or an inline span may be open, its newline or closing mark not yet written
+_FENCE_SO_FAR = re.compile(r"```.*?(?:```|\Z)", re.S)
+_INLINE_SO_FAR = re.compile(r"`[^`\n]*(?:`|$)", re.M)
+
+
+def prose_so_far(text: str) -> str:
+    """Like `prose`, for an answer still being written: a fence from its first backticks, and an inline
+    span not yet closed, count as code up to the end (of the answer, of its line)."""
+    return _INLINE_SO_FAR.sub(" ", _FENCE_SO_FAR.sub(" ", text))

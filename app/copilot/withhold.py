@@ -35,6 +35,7 @@ import re
 from collections.abc import Sequence
 
 from app.copilot.citations import cited_numbers
+from app.copilot.code_spans import prose_so_far
 from app.copilot.events import GroundingItem
 from app.copilot.specifics import SpecificsChecker
 
@@ -49,8 +50,6 @@ WITHHELD = "The sources do not cover this: the drafted answer"  # how every noti
 # stands where the model had no value and no source ("the on-call administrator is [n]")
 _TEMPLATE = re.compile(r"\[[nN]\]")
 _TEMPLATE_TAIL = re.compile(r"\[[nN]?\Z")
-_FENCED = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_INLINE_CODE = re.compile(r"`[^`\n]*(?:`|$)", re.MULTILINE)
 PLACEHOLDER = (
     f"{WITHHELD} left the prompt's [n] placeholder where a value or source belongs, so it is not shown. "
     "Check the sources listed below."
@@ -139,7 +138,7 @@ class CitationGuard:
         if not self._numbers:
             return delta
         self._text += delta
-        if _TEMPLATE.search(_prose(self._text)):
+        if _TEMPLATE.search(prose_so_far(self._text)):
             self.notice = PLACEHOLDER
             return ""
         if not self.cited:
@@ -162,8 +161,3 @@ class CitationGuard:
         shown = self._text[self._released : end] if end > self._released else ""
         self._released = max(self._released, end)
         return shown
-
-
-def _prose(text: str) -> str:
-    """`text` without its fenced blocks and inline code spans (an unclosed one runs to the end)."""
-    return _INLINE_CODE.sub(" ", _FENCED.sub(" ", text))
