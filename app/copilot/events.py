@@ -111,8 +111,8 @@ class Final:
     models: dict[str, Any] = field(default_factory=dict)
     relevance: dict[str, Any] | None = None  # the gate's reading: similarity, threshold, covered
     gated: bool = False  # True: refused by the relevance gate, no model ran
-    # not '': shown in place of the answer, which names a contact or version no source has, or cites no
-    # source (withhold.py)
+    # not '': shown in place of the answer, which names a contact or version no source has, cites no
+    # source, or writes the prompt's [n] placeholder as a value (withhold.py)
     withheld: str = ""
 
     @property
