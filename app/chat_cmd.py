@@ -9,7 +9,9 @@ SPECRAG_CHAT_PASSWORD (both or neither).
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
@@ -26,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "building it from the bundled runbooks on the first start.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    parser.add_argument("--port", type=port_number, default=7860, help="port (default 7860)")
     parser.add_argument("--feedback-db", default=None, help="feedback SQLite file (default $SPECRAG_HOME/feedback.db)")
     add_index_arg(parser)
     add_answer_args(parser)
@@ -43,6 +45,31 @@ def login_from_env() -> tuple[str, str] | None:
     return (user, password) if user else None
 
 
+def port_number(text: str) -> int:
+    """argparse type for --port: a TCP port, 1-65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, got {text!r}")
+    return port
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Fail before any model loads when the chat could not listen on host:port."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            advice = "another program, perhaps another specrag chat, uses that port; pass --port with a free one"
+        else:
+            advice = "pass --host with an address of this machine (default 127.0.0.1)"
+        raise SpecragError(f"cannot listen on {host}:{port} ({err.strerror or err}): {advice}") from err
+
+
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from pathlib import Path
@@ -52,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = copilot_options(args)
     auth = login_from_env()
+    ensure_port_free(args.host, args.port)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"specrag chat: warning: binding {args.host} exposes the chat to your network"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from types import SimpleNamespace
 
@@ -238,8 +239,39 @@ def test_binding_beyond_localhost_warns_and_never_shares(monkeypatch, capsys, tm
     monkeypatch.setattr(Backend, "start", lambda self: self)
     monkeypatch.delenv("SPECRAG_CHAT_USER", raising=False)
     monkeypatch.delenv("SPECRAG_CHAT_PASSWORD", raising=False)
-    args = build_parser().parse_args(["chat", "--host", "0.0.0.0", "--feedback-db", str(tmp_path / "f.db")])
+    args = build_parser().parse_args(
+        ["chat", "--host", "0.0.0.0", "--port", str(free_port()), "--feedback-db", str(tmp_path / "f.db")]
+    )
     assert run(args) == 0
     assert "warning: binding 0.0.0.0 exposes the chat" in capsys.readouterr().err
     assert launched["server_name"] == "0.0.0.0" and launched["share"] is False and launched["auth"] is None
     assert build_parser().parse_args(["chat"]).host == "127.0.0.1"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_port_in_use_or_out_of_range_is_refused_before_any_model_loads(monkeypatch, capsys, tmp_path):
+    from app.chat_cmd import run
+    from app.cli import build_parser
+    from core.errors import SpecragError
+
+    started = []
+    monkeypatch.setattr(Backend, "start", lambda self: started.append(self) or self)
+    monkeypatch.delenv("SPECRAG_CHAT_USER", raising=False)
+    monkeypatch.delenv("SPECRAG_CHAT_PASSWORD", raising=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = build_parser().parse_args(["chat", "--port", str(port), "--feedback-db", str(tmp_path / "f.db")])
+        with pytest.raises(SpecragError, match=f"cannot listen on 127.0.0.1:{port} .*pass --port with a free one"):
+            run(args)
+    assert started == []
+    for bad in ("99999", "0", "http"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["chat", "--port", bad])
+        assert "a port is a number from 1 to 65535" in capsys.readouterr().err
