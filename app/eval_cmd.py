@@ -23,6 +23,7 @@ from app.eval.report import summary_line, write_report
 from app.eval.results import ResultsFile
 from app.eval.runner import evaluate_question
 from core.atomic import write_atomic
+from core.errors import SpecragError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,9 +54,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, copilot_factory: Callable[[CopilotOptions, bool], Copilot] | None = None) -> int:
     options = copilot_options(args)
+    if args.limit is not None and args.limit < 1:
+        raise SpecragError(f"--limit must be at least 1, got {args.limit}")
     questions, skipped = read_questions(args.questions, args.limit)
     for message in skipped:
         print(f"specrag: {message}", file=sys.stderr)
+    if not questions:
+        why = f"all {len(skipped)} rows were skipped (above)" if skipped else "the file holds no rows"
+        raise SpecragError(
+            f"no questions to evaluate in {args.questions}: {why}; each line needs a JSON object "
+            'with an "id" and a non-empty "question", e.g. {"id": "q1", "question": "How do I drain a node?"}'
+        )
     results = ResultsFile(args.out / "results.jsonl").open(args.resume)
     if results.repaired:
         print(f"specrag: dropped a torn last line ({results.repaired} bytes) from {results.path}", file=sys.stderr)

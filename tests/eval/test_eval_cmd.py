@@ -121,3 +121,16 @@ def test_a_fresh_run_into_used_results_is_refused(tmp_path, fake_index):
     run(eval_args(questions, tmp_path / "out", "--retrieval-only"), factory(fake_index, None))
     with pytest.raises(SpecragError, match="--resume"):
         run(eval_args(questions, tmp_path / "out", "--retrieval-only"), factory(fake_index, None))
+
+
+def test_a_file_without_one_usable_question_is_an_error_that_shows_a_row(tmp_path, fake_index, capsys):
+    empty = write_questions(tmp_path / "empty.jsonl", [])
+    with pytest.raises(SpecragError, match=r'holds no rows; each line needs .*"question": "How do I'):
+        run(eval_args(empty, tmp_path / "out", "--retrieval-only"), factory(fake_index, None))
+    broken = write_questions(tmp_path / "broken.jsonl", [{"id": "q1"}], ["not json"])
+    with pytest.raises(SpecragError, match="all 2 rows were skipped"):
+        run(eval_args(broken, tmp_path / "out", "--retrieval-only"), factory(fake_index, None))
+    assert "broken.jsonl:2: skipped: not valid JSON" in capsys.readouterr().err
+    with pytest.raises(SpecragError, match="--limit must be at least 1, got 0"):
+        run(eval_args(write_questions(tmp_path / "q.jsonl", QUESTIONS), tmp_path / "out", "--limit", "0"))
+    assert not (tmp_path / "out").exists()  # nothing written, not even an empty report
