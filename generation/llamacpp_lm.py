@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from generation import llamacpp_log
 from generation.cached_lm import common_prefix_length
 from generation.errors import ModelError, SpecragError
 
@@ -45,13 +45,6 @@ MAX_ROWS = 7  # from 8 rows on, llama.cpp's tiled K-quant matmul computes rows d
 GGML_TYPE_F16 = 1  # ggml.h; llama.cpp's default KV cache type
 GGML_TYPE_BF16 = 30  # ggml.h; the KV cache type that keeps flash attention on its row-wise path
 FLASH_ATTN_ENABLED = 1  # llama_flash_attn_type
-
-
-def _silence() -> None:
-    """Keep llama.cpp's info lines (model metadata, buffer sizes) off stderr; its errors still show.
-
-    llama-cpp-python routes llama.cpp's log through this logger's level."""
-    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
 
 
 def available() -> bool:
@@ -90,13 +83,17 @@ class LlamaCppLM:
         from llama_cpp import llama_cpp as bindings
 
         self._b = bindings
-        _silence()
+        llamacpp_log.route_llama_log()
+        llamacpp_log.recent_errors.clear()
         bindings.llama_backend_init()
         model_params = bindings.llama_model_default_params()
         model_params.use_extra_bufts = False  # no repacking (see the module docstring)
         self._model = bindings.llama_model_load_from_file(str(gguf).encode(), model_params)
         if not self._model:
-            raise ModelError(f"llama.cpp could not load {gguf}: check that it is a GGUF model file")
+            raise ModelError(
+                f"llama.cpp could not load {gguf} ({llamacpp_log.why_failed() or 'no reason given'}): "
+                "check that it is a complete GGUF model file"
+            )
         ctx_params = bindings.llama_context_default_params()
         ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = ctx_params.n_ubatch = BATCH
@@ -108,7 +105,10 @@ class LlamaCppLM:
         self._ctx = bindings.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             bindings.llama_model_free(self._model)
-            raise ModelError(f"llama.cpp could not make a context of {n_ctx} tokens for {gguf}")
+            raise ModelError(
+                f"llama.cpp could not make a context of {n_ctx} tokens for {gguf} "
+                f"({llamacpp_log.why_failed() or 'no reason given'}): free some memory or pass a shorter context"
+            )
         self._memory = bindings.llama_get_memory(self._ctx)
         vocab = bindings.llama_model_get_vocab(self._model)
         self.vocab_size = bindings.llama_vocab_n_tokens(vocab)
@@ -168,10 +168,12 @@ class LlamaCppLM:
         for i in wanted:
             batch.logits[i] = True
         batch.n_tokens = len(chunk)
+        llamacpp_log.recent_errors.clear()
         status = self._b.llama_decode(self._ctx, batch)
         if status != 0:
             self.crop(base)  # a failed batch may have left part of itself cached
-            raise SpecragError(f"llama.cpp failed to decode {len(chunk)} tokens (status {status})")
+            why = llamacpp_log.why_failed() or "no reason given"
+            raise SpecragError(f"llama.cpp failed to decode {len(chunk)} tokens (status {status}: {why})")
         self.tokens.extend(chunk)
         if not wanted:
             return np.empty((0, self.vocab_size), dtype=np.float32)

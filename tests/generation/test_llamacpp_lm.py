@@ -1,6 +1,7 @@
 """The llama.cpp runner (generation/llamacpp_lm.py) on a tiny random Q4_K GGUF: row invariance,
 cache verbs, and speculation that decodes exactly plain's tokens."""
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from exactness import assert_greedy_speculation_matches_plain
 from tiny_gguf import write_tiny_gguf
 
 from generation.engine import Engine, GenerationConfig
+from generation.errors import ModelError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
 
 
@@ -111,3 +113,30 @@ def test_the_kv_cache_choice_times_prefill_and_steps_on_the_real_runner(gguf_fil
     monkeypatch.setattr(paths, "gguf_file", lambda name: gguf_files[0])
     answer = paths.measure_llamacpp_kv("default-target")
     assert set(answer) == {"llamacpp", "llamacpp-f16"} and all(seconds > 0 for seconds in answer.values())
+
+
+def test_a_broken_gguf_fails_with_llama_cpps_reason_and_a_load_prints_nothing(gguf_files, tmp_path, capfd):
+    whole = gguf_files[0].read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole[: len(whole) * 2 // 3])  # a download that stopped part way
+    with pytest.raises(ModelError, match=r"could not load .*cut\.gguf \(.*(file bounds|failed).*complete GGUF"):
+        LlamaCppLM(cut, n_ctx=256)
+    LlamaCppLM(gguf_files[0], n_ctx=256)
+    assert capfd.readouterr().err == ""  # llama.cpp's info and warnings stay in the logger, errors in ours
+
+
+def test_llama_cpp_log_levels_follow_ggml_h_and_pieces_join_into_lines(caplog):
+    from generation import llamacpp_log
+
+    caplog.set_level(logging.DEBUG, logger="specrag.llama_cpp")
+    llamacpp_log.recent_errors.clear()
+    llamacpp_log.on_log(3, b"load: control-looking token: 128247 '</s>' was not control-type\n")  # WARN in ggml.h
+    llamacpp_log.on_log(4, b"failed to read ")  # ERROR, in two pieces
+    llamacpp_log.on_log(5, b"header\n")  # CONT: same level as the piece before
+    llamacpp_log.on_log(2, b"print_info: n_ctx = 256\n")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.WARNING, "load: control-looking token: 128247 '</s>' was not control-type"),
+        (logging.ERROR, "failed to read header"),
+        (logging.INFO, "print_info: n_ctx = 256"),
+    ]
+    assert llamacpp_log.why_failed() == "failed to read header"
