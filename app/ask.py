@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
-from app.copilot import Copilot, Final, Passage, Status, Token, collect
+from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
 from core.errors import SpecragError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = copilot_options(args)
+    checked_question(args.question)  # before the models load: that takes a while
     paragraphs = [(name, text) for name in args.context_file for text in read_paragraphs(Path(name))]
     passages = [Passage(i + 1, text, Path(name).name) for i, (name, text) in enumerate(paragraphs)] or None
     copilot = Copilot.load(options, open_index_first=passages is None)

@@ -4,7 +4,7 @@ yields Status, Token and Final events (see events.py)."""
 from app.copilot.events import Citations, Event, Final, GroundingItem, Passage, Segment, Status, Token, Turn
 from app.copilot.loading import LoadedEngine, load_engine
 from app.copilot.options import AnswerOptions, CopilotOptions, ModelOptions
-from app.copilot.pipeline import ContextBudgetError, Copilot, EmptyQuestionError, collect
+from app.copilot.pipeline import ContextBudgetError, Copilot, EmptyQuestionError, checked_question, collect
 
 __all__ = [
     "AnswerOptions",
@@ -23,6 +23,7 @@ __all__ = [
     "Status",
     "Token",
     "Turn",
+    "checked_question",
     "collect",
     "load_engine",
 ]

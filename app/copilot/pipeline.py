@@ -37,6 +37,13 @@ class EmptyQuestionError(SpecragError):
     """The question is blank."""
 
 
+def checked_question(question: str) -> str:
+    """The question without surrounding blanks; an empty one is refused before any work is done."""
+    if not question.strip():
+        raise EmptyQuestionError("the question is empty: type a question about the runbooks")
+    return question.strip()
+
+
 class ContextBudgetError(SpecragError):
     """The question (with the answer budget) does not fit the model's context."""
 
@@ -138,9 +145,7 @@ class Copilot:
     ) -> Iterator[Event]:
         """Stream the answer to `question`; `passages` given skips retrieval (e.g. --context-file)."""
         options = options or self.options.answer
-        question = question.strip()
-        if not question:
-            raise EmptyQuestionError("the question is empty: type a question about the runbooks")
+        question = checked_question(question)
         started = time.perf_counter()
         # searched alone after earlier turns: they stay bare, so its sources are numbered from [1] (conversation.py)
         searched_alone = False

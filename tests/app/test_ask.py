@@ -79,3 +79,14 @@ def test_without_context_or_index_the_user_is_told_to_ingest(tiny_engine, capsys
 def test_bad_sampling_values_are_user_errors(tiny_engine, capsys, context_file):
     assert main(["ask", "q", "--context-file", str(context_file), "--top-p", "0"]) == 2
     assert "top_p" in capsys.readouterr().err
+
+
+def test_an_empty_question_is_refused_before_the_models_load(capsys, monkeypatch, context_file):
+    from app.copilot import Copilot
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the models were loaded for an empty question")
+
+    monkeypatch.setattr(Copilot, "load", no_loading)
+    assert main(["ask", "  ", "--context-file", str(context_file)]) == 2
+    assert "the question is empty" in capsys.readouterr().err
