@@ -27,7 +27,7 @@ from core.errors import SpecragError
 class LoadState:
     phase: str  # "loading" | "ready" | "failed"
     message: str
-    elapsed_s: float
+    elapsed_s: float  # while loading: so far; once ready or failed: how long loading took
 
 
 class Backend:
@@ -42,6 +42,7 @@ class Backend:
         self._feedback = feedback
         self._copilot: Copilot | None = None
         self._phase, self._message, self._started = "loading", "starting…", time.monotonic()
+        self._ended: float | None = None
         self._ready = threading.Event()
         self._lock = threading.Lock()
         self._stop_flags: dict[str, threading.Event] = {}
@@ -79,11 +80,14 @@ class Backend:
     def _set(self, message: str, phase: str = "loading") -> None:
         with self._lock:
             self._phase, self._message = phase, message
+            if phase != "loading":
+                self._ended = time.monotonic()
         print(f"specrag chat: {message}", file=sys.stderr, flush=True)
 
     def state(self) -> LoadState:
         with self._lock:
-            return LoadState(self._phase, self._message, time.monotonic() - self._started)
+            end = time.monotonic() if self._ended is None else self._ended
+            return LoadState(self._phase, self._message, end - self._started)
 
     def wait(self, timeout: float) -> bool:
         """True once loading has ended (ready or failed)."""

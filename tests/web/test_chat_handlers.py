@@ -150,6 +150,25 @@ def test_a_question_asked_while_models_load_waits_for_them(engine, tmp_path):
     assert chat.speculation_choices(backend) == gr.skip()  # this path verifies drafts: every mode stays
 
 
+def test_the_banner_says_how_long_loading_took_not_how_long_the_server_has_run(engine, tmp_path, monkeypatch):
+    import app.web.backend as backend_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(backend_module.time, "monotonic", lambda: clock[0])
+    loaded = threading.Event()
+
+    def loader(options):
+        clock[0] += 42.0  # the load takes 42 s
+        loaded.set()
+        return Copilot(LoadedEngine(engine, "/models/bigram", None), options, fixture_retriever())
+
+    backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=loader).start()
+    assert backend.wait(30) and loaded.is_set()
+    clock[0] += 3600.0  # the page is opened an hour later
+    assert backend.state().elapsed_s == 42.0
+    assert "loaded in 42 s" in chat.banner(backend)[0]
+
+
 def test_on_a_path_that_cannot_verify_drafts_the_radio_offers_only_plain_decoding(engine, tmp_path, monkeypatch):
     monkeypatch.setattr(type(engine.target), "max_pass_rows", property(lambda self: 1))  # as llamacpp-f16's runner
     loaded = LoadedEngine(engine, "/models/bigram", None, quant="llamacpp-f16")
