@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
 from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
+from app.copilot.gate import why_refused
 from core.errors import SpecragError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -97,6 +98,8 @@ def print_summary(final: Final) -> None:
 
 
 def stats_line(final: Final) -> str:
+    if final.gated:
+        return f"[{why_refused(final.relevance)}]"
     s = final.stats
     drafted = sum(s["drafted"].values())
     acceptance = f"{s['acceptance_rate']:.0%}" if drafted else "n/a"

@@ -54,6 +54,17 @@ def assess(passages: Sequence[Passage], embedding_model: str | None) -> Relevanc
     return Relevance(best_similarity(passages), THRESHOLDS.get(embedding_model or ""))
 
 
+def why_refused(reading: dict | None) -> str:
+    """The stats line of a gated answer: the best source's similarity against the threshold (Relevance.to_dict)."""
+    reading = reading or {}
+    if reading.get("similarity") is None or reading.get("threshold") is None:
+        return "not answered: the relevance gate found no source close enough"
+    return (
+        f"not answered: the closest source matches the question at {reading['similarity']:.2f}, "
+        f"below the relevance gate's {reading['threshold']:.2f}"
+    )
+
+
 REFUSAL = "The sources do not cover this question, so I will not guess an answer."
 
 

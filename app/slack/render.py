@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
+from app.copilot.gate import why_refused
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
 FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specrag_feedback_down
@@ -107,6 +108,8 @@ def cut_point(text: str, limit: int) -> int:
 
 
 def stats_line(final: Final) -> str:
+    if final.gated:
+        return why_refused(final.relevance)
     s = final.stats
     drafted = sum(s.get("drafted", {}).values())
     acceptance = f"{s.get('acceptance_rate', 0):.0%}" if drafted else "n/a"

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
+from app.copilot.gate import why_refused
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -53,6 +54,9 @@ def close_fences(text: str) -> str:
 
 
 def details_html(final: Final) -> str:
+    if final.gated:  # no model ran: nothing was copied, invented or timed; say why it was not answered
+        why = f'<div class="sr-stats">{html.escape(why_refused(final.relevance))}</div>'
+        return f'<div class="sr-details">{sources_html(final.sources)}{why}</div>'
     texts = {p.number: p.text for p in final.passages}
     parts = [
         # a withheld answer's words are not shown, so neither is where they came from nor what they invented
