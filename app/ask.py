@@ -129,6 +129,6 @@ def answer_record(final: Final) -> dict:
         "output_token_ids": final.output_ids,
         "target_model": final.models.get("target"),
         "draft_model": final.models.get("draft"),
-        "speculation": final.stats["speculation"],
+        "speculation": final.stats.get("speculation"),  # none for a gated answer: no model ran
     }
     return record

@@ -1,5 +1,6 @@
 """The copilot pipeline on tiny models: event stream, conversation, budget, citations, engine sharing."""
 
+import json
 import sys
 import threading
 from pathlib import Path
@@ -224,6 +225,24 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
     for event in events:
         view.apply(event)
     assert view.title == "the sources do not cover this question: not answered" and not view.pending
+
+
+def test_every_front_end_shows_a_gated_refusal_with_its_reason_not_zero_speed(copilot, calibrated, capsys):
+    from app import ask
+    from app.slack import render as slack_render
+    from app.web import render as web_render
+
+    copilot._retriever.similarity = 0.3
+    final = collect(copilot.answer("How do I restart a kubernetes pod?"))
+    why = "not answered: the closest source matches the question at 0.30, below the relevance gate's 0.50"
+    ask.print_summary(final)  # specrag ask: this raised KeyError on the missing decode stats
+    assert capsys.readouterr().err.startswith(f"[{why}]\nSources:")
+    record = json.loads(json.dumps(ask.answer_record(final)))  # specrag ask --json
+    assert record["gated"] is True and record["speculation"] is None and record["output_token_ids"] == []
+    assert f"_{why}_" in slack_render.footer(final)
+    html = web_render.details_html(final)
+    assert why.replace("'", "&#x27;") in html and "runbook-0.md" in html
+    assert "Provenance" not in html and "tok/s" not in html
 
 
 def test_gate_warn_answers_and_off_skips_the_check(copilot, calibrated):

@@ -113,22 +113,3 @@ def test_a_copy_that_ends_a_code_line_gets_its_mark_on_that_line_not_before_the_
     html = render.provenance_html(segments, SOURCES)
     code = '<code class="sr-prov-code">scontrol update State=DRAIN</code>'
     assert f'{code}<sup class="prov-n">3</sup></span><code class="sr-prov-code"><br></code>Done.' in html
-
-
-def test_a_gated_refusal_shows_its_sources_and_why_in_every_front_end_not_provenance_or_zero_speed():
-    from app import ask
-    from app.copilot import Citations, Final, Turn
-    from app.slack import render as slack_render
-
-    final = Final(
-        question="Who is on shift tonight?", answer="The sources do not cover this question.", finish_reason="gated",
-        passages=[], sources=SOURCES, citations=Citations([], [], {}, []), grounding=[], stats={"new_tokens": 0},
-        prompt_ids=[], output_ids=[], origins=[], turn=Turn("q", "a", refused=True), gated=True,
-        relevance={"similarity": 0.3149, "threshold": 0.49, "calibrated": True, "covered": False},
-    )  # fmt: skip
-    why = "not answered: the closest source matches the question at 0.31, below the relevance gate's 0.49"
-    html = render.details_html(final)
-    assert why.replace("'", "&#x27;") in html
-    assert "Slurm controller" in html and "munge.md" in html
-    assert "Provenance" not in html and "tok/s" not in html
-    assert slack_render.stats_line(final) == why and ask.stats_line(final) == f"[{why}]"
