@@ -15,7 +15,7 @@ from pathlib import Path
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
 from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
-from app.copilot.gate import why_refused
+from app.copilot.gate import weak_match_warning, why_refused
 from core.errors import SpecragError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -88,6 +88,8 @@ def print_summary(final: Final) -> None:
         print("Sources:", file=sys.stderr)
         for source in final.sources:
             print(f"  {source_line(source)}", file=sys.stderr)
+    if warning := weak_match_warning(final.relevance, final.gated):
+        print(f"  warning: {warning}", file=sys.stderr)
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: `{item.nearest}`" if item.nearest else ""
         print(f"  warning: {item.kind} `{item.text}` is not found in the sources{nearest}", file=sys.stderr)

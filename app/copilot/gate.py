@@ -54,15 +54,25 @@ def assess(passages: Sequence[Passage], embedding_model: str | None) -> Relevanc
     return Relevance(best_similarity(passages), THRESHOLDS.get(embedding_model or ""))
 
 
-def why_refused(reading: dict | None) -> str:
-    """The stats line of a gated answer: the best source's similarity against the threshold (Relevance.to_dict)."""
-    reading = reading or {}
-    if reading.get("similarity") is None or reading.get("threshold") is None:
-        return "not answered: the relevance gate found no source close enough"
+def _match(reading: dict) -> str:
     return (
-        f"not answered: the closest source matches the question at {reading['similarity']:.2f}, "
+        f"the closest source matches the question at {reading['similarity']:.2f}, "
         f"below the relevance gate's {reading['threshold']:.2f}"
     )
+
+
+def why_refused(reading: dict | None) -> str:
+    """The stats line of a gated answer: the best source's similarity against the threshold (Relevance.to_dict)."""
+    if not reading or reading.get("similarity") is None or reading.get("threshold") is None:
+        return "not answered: the relevance gate found no source close enough"
+    return f"not answered: {_match(reading)}"
+
+
+def weak_match_warning(reading: dict | None, gated: bool = False) -> str:
+    """What `--gate warn` shows with an answer the gate would have refused ("" when it would not have)."""
+    if gated or not reading or reading.get("covered", True) or reading.get("similarity") is None:
+        return ""
+    return f"the sources may not cover this question ({_match(reading)}): check the answer against them"
 
 
 REFUSAL = "The sources do not cover this question, so I will not guess an answer."

@@ -166,9 +166,11 @@ class Copilot:
                 yield Status("passages", "the sources do not cover this question", detail)
                 yield from self._refuse(prepared, started, retrieval_s)
                 return
+        warning = gate.weak_match_warning(detail.get("relevance"))  # --gate warn: say so before the answer
         yield Status(
             "passages",
-            f"reading {len(prepared.new_passages)} passages ({len(prepared.prompt_ids)} prompt tokens)",
+            f"reading {len(prepared.new_passages)} passages ({len(prepared.prompt_ids)} prompt tokens)"
+            + (f"; warning: {warning}" if warning else ""),
             detail,
         )
         with self._engine_lock:  # answers queue here; closing the stream releases it

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
-from app.copilot.gate import why_refused
+from app.copilot.gate import weak_match_warning, why_refused
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
 FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specrag_feedback_down
@@ -131,6 +131,8 @@ def footer(final: Final, markdown: bool = False) -> str:
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")
     checked = not final.withheld  # a withheld answer's items are not shown, the invented contact least of all
+    if warning := weak_match_warning(final.relevance, final.gated):
+        lines.append(f":warning: {escape(warning)}")
     for item in final.ungrounded if checked else ():
         nearest = f"; nearest in [{item.nearest_source}]: {code}{escape(item.nearest)}{code}" if item.nearest else ""
         lines.append(f":warning: {item.kind} {code}{escape(item.text)}{code} is not found in the sources{nearest}")

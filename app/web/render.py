@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
-from app.copilot.gate import why_refused
+from app.copilot.gate import weak_match_warning, why_refused
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -58,7 +58,9 @@ def details_html(final: Final) -> str:
         why = f'<div class="sr-stats">{html.escape(why_refused(final.relevance))}</div>'
         return f'<div class="sr-details">{sources_html(final.sources)}{why}</div>'
     texts = {p.number: p.text for p in final.passages}
+    warning = weak_match_warning(final.relevance)
     parts = [
+        f'<div class="sr-warn">⚠ {html.escape(warning[0].upper() + warning[1:])}</div>' if warning else "",
         # a withheld answer's words are not shown, so neither is where they came from nor what they invented
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         "" if final.withheld else grounding_html(final.grounding, final.citations.invalid),

@@ -227,6 +227,24 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
     assert view.title == "the sources do not cover this question: not answered" and not view.pending
 
 
+def test_every_front_end_shows_the_warn_modes_warning_with_the_answer(copilot, calibrated, capsys):
+    from app import ask
+    from app.slack import render as slack_render
+    from app.web import render as web_render
+
+    copilot._retriever.similarity = 0.3
+    final = collect(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="warn")))
+    warning = "the sources may not cover this question (the closest source matches the question at 0.30"
+    ask.print_summary(final)
+    assert f"  warning: {warning}" in capsys.readouterr().err
+    assert f":warning: {warning}" in slack_render.footer(final)
+    assert "⚠ The sources may not cover this question" in web_render.details_html(final)
+    copilot._retriever.similarity = 0.9  # covered: no warning anywhere
+    final = collect(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="warn")))
+    ask.print_summary(final)
+    assert "may not cover" not in capsys.readouterr().err + slack_render.footer(final) + web_render.details_html(final)
+
+
 def test_every_front_end_shows_a_gated_refusal_with_its_reason_not_zero_speed(copilot, calibrated, capsys):
     from app import ask
     from app.slack import render as slack_render
@@ -247,8 +265,11 @@ def test_every_front_end_shows_a_gated_refusal_with_its_reason_not_zero_speed(co
 
 def test_gate_warn_answers_and_off_skips_the_check(copilot, calibrated):
     copilot._retriever.similarity = 0.3
-    warned = collect(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="warn")))
+    events = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="warn")))
+    warned = events[-1]
     assert not warned.gated and warned.stats["new_tokens"] == 4 and warned.relevance["covered"] is False
+    warning = "the sources may not cover this question (the closest source matches the question at 0.30, below"
+    assert any(isinstance(e, Status) and e.stage == "passages" and warning in e.message for e in events)
     off = collect(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="off")))
     assert off.relevance is None and not off.gated
 
