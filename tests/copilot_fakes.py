@@ -44,8 +44,9 @@ class FakeRetriever:
         return hits[:k]
 
 
-def script_answer(copilot, monkeypatch, answer: str) -> tuple[list[int], list[bool]]:
-    """Make the copilot's engine 'generate' `answer`, one token per event, as if the model wrote it.
+def script_answer(copilot, monkeypatch, answer: str, finish: str = "eos") -> tuple[list[int], list[bool]]:
+    """Make the copilot's engine 'generate' `answer`, one token per event, as if the model wrote it
+    and then stopped for `finish` ("eos", or e.g. "repeat" as the repetition guard would).
 
     Returns the token ids it has handed out so far and a list that gets True once the stream is closed."""
     from generation.drafters.base import Origin
@@ -60,8 +61,8 @@ def script_answer(copilot, monkeypatch, answer: str) -> tuple[list[int], list[bo
             for i, token in enumerate(ids):
                 generated.append(token)
                 text = copilot.engine.tokenizer.decode([token])
-                finish = "eos" if i == len(ids) - 1 else None
-                yield Event(text, [token], [Origin("target")], Stats(new_tokens=i + 1), finish)
+                last = finish if i == len(ids) - 1 else None
+                yield Event(text, [token], [Origin("target")], Stats(new_tokens=i + 1), last)
         finally:
             closed.append(True)
 

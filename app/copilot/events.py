@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from app.copilot.repeats import collapse_repeats
+
 STAGES = ("searching", "passages", "prefilling", "generating")
 
 
@@ -122,8 +124,11 @@ class Final:
 
     @property
     def shown(self) -> str:
-        """What the front ends show: the answer, or the notice that withholds it."""
-        return self.withheld or self.answer
+        """What the front ends show: the answer (each sentence once if it was stopped for repeating
+        itself: repeats.py), or the notice that withholds it."""
+        if self.withheld:
+            return self.withheld
+        return collapse_repeats(self.answer) if self.finish_reason == "repeat" else self.answer
 
     @property
     def ungrounded(self) -> list[GroundingItem]:
@@ -137,6 +142,7 @@ class Final:
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
         record.pop("turn")
+        record["shown"] = self.shown
         record["citations"]["valid"] = self.citations.valid
         return record
 

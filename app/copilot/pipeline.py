@@ -24,6 +24,7 @@ from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
+from app.copilot.repeats import collapse_repeats
 from app.copilot.withhold import PLACEHOLDER, CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
@@ -314,6 +315,7 @@ class Copilot:
         used = {*listed.valid, *listed.copied}
         shown = [p for p in passages if p in prepared.new_passages or p.number in used]
         kept_passages = () if notice else tuple(prepared.new_passages)
+        shown_answer = collapse_repeats(answer) if finish == "repeat" else answer  # as Final.shown
         return Final(
             question=prepared.question,
             answer=answer,
@@ -329,7 +331,7 @@ class Copilot:
             # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention;
             # without its passages, as a gated turn: the next question's sources are numbered from [1] again,
             # where the model's habit of opening with [1] points (it had cited an earlier turn's [1] otherwise)
-            turn=Turn(prepared.question, notice or answer, kept_passages, bool(notice)),
+            turn=Turn(prepared.question, notice or shown_answer, kept_passages, bool(notice)),
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             withheld=notice,

@@ -144,7 +144,7 @@ class SlackBridge:
     def remember(self, key: str, job: Job, final: Final) -> None:
         record = {
             "question": final.question,
-            "answer": final.answer,
+            "answer": final.shown,  # what the thread showed, as the chat stores
             "sources": final.sources,
             "stats": final.stats,
             "models": final.models,

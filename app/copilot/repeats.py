@@ -1,0 +1,79 @@
+"""What an answer stopped for repeating itself shows: each sentence once.
+
+The engine's repetition guard stops an answer when a run of tokens comes round for the third
+time (finish reason "repeat"). By then the small model has usually written the same sentence
+or line two or three times, often under a new [n] each time ("[1] All nodes must share the
+munge.key. [2] All nodes must share the munge.key. [3] All nodes..."). The front ends then
+show the answer with every sentence or line that repeats an earlier one (ignoring [n]
+markers, case and spacing) left out, and without the unfinished restart it was stopped in.
+Nothing else changes: a sentence that says anything new stays, so does every line of code
+that is not a repeat, and the raw answer stays in `Final.answer`.
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_KEY_CHARS = 20  # shorter units ("```", "}", "Example:") may legitimately come twice
+_FENCE = re.compile(r"^\s*```")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_MARKER = re.compile(r"\[\d+\]")
+_LEADING_MARKERS = re.compile(r"(?:\s*\[\d+\])*\s*")
+_SPACE = re.compile(r"\s+")
+
+
+def _key(unit: str) -> str:
+    return _SPACE.sub(" ", _MARKER.sub(" ", unit)).strip().lower()
+
+
+def _units(line: str) -> list[str]:
+    """A prose line's sentences, each keeping the space after it."""
+    pieces, start = [], 0
+    for match in _SENTENCE_END.finditer(line):
+        pieces.append(line[start : match.end()])
+        start = match.end()
+    return [*pieces, line[start:]]
+
+
+def collapse_repeats(text: str) -> str:
+    """`text` with each sentence or line that repeats an earlier one dropped, and a final unfinished
+    unit dropped when it only restarts an earlier one; a code block left with no line goes whole."""
+    raw_lines = text.split("\n")
+    seen: set[str] = set()
+
+    def keep(unit: str, last: bool) -> bool:
+        key = _key(unit)
+        if len(key) >= MIN_KEY_CHARS and key in seen:
+            return False
+        if last and key and any(earlier.startswith(key) for earlier in seen):
+            return False  # the restart the guard cut short
+        seen.add(key)
+        return True
+
+    out: list[str] = []
+    block: list[str] | None = None  # the open code block: its fence line, then its kept lines
+    for number, line in enumerate(raw_lines):
+        last_line = number == len(raw_lines) - 1
+        if _FENCE.match(line):
+            if block is None:
+                block = [line]
+            else:
+                out.extend([*block, line] if len(block) > 1 else [])  # a block of repeats only goes whole
+                block = None
+            continue
+        if block is not None:
+            if keep(line, last_line) or not line.strip():
+                block.append(line)
+            continue
+        units, kept, markers = _units(line), [], ""
+        for index, unit in enumerate(units):
+            if keep(unit, last_line and index == len(units) - 1):
+                kept.append(markers + unit)
+                markers = ""
+            else:  # a dropped sentence's leading [n] goes to the next kept one on its line
+                markers += _LEADING_MARKERS.match(unit).group()
+        if kept or not line.strip():
+            out.append("".join(kept).rstrip())
+    if block is not None and len(block) > 1:
+        out.extend(block)  # still open where the answer stopped
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
