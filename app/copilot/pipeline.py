@@ -306,6 +306,11 @@ class Copilot:
         passages = prepared.all_passages
         decode = self.engine.tokenizer.decode
         citations = cite.build_citations(answer, ids, origins, passages, lambda t: decode(t, skip_special_tokens=True))
+        shown_answer = collapse_repeats(answer) if finish == "repeat" else answer  # as Final.shown
+        if shown_answer != answer:  # the markers, and so the sources marked cited, are those the user reads
+            markers = cite.cited_numbers(shown_answer)
+            existing = {p.number for p in passages}
+            citations = replace(citations, markers=markers, invalid=[n for n in markers if n not in existing])
         grounding = check_grounding(
             answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
         )
@@ -315,7 +320,6 @@ class Copilot:
         used = {*listed.valid, *listed.copied}
         shown = [p for p in passages if p in prepared.new_passages or p.number in used]
         kept_passages = () if notice else tuple(prepared.new_passages)
-        shown_answer = collapse_repeats(answer) if finish == "repeat" else answer  # as Final.shown
         return Final(
             question=prepared.question,
             answer=answer,

@@ -3,7 +3,7 @@
 import pytest
 from copilot_fakes import FakeRetriever, script_answer
 
-from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, collect, loading
+from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
 from app.copilot.repeats import collapse_repeats
 from app.web.session import Exchange
 
@@ -36,18 +36,20 @@ def test_a_code_block_of_repeated_lines_goes_whole_and_a_block_left_open_stays()
 def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(
     tiny_engine, monkeypatch, finish, collapsed
 ):
-    docs = [("munge.md", f"{MUNGE} Start munged before the Slurm daemons.")]
+    docs = [("munge.md", f"{MUNGE} Start munged before the Slurm daemons."), ("ntp.md", "Keep clocks in sync.")]
     options = CopilotOptions(answer=AnswerOptions(gate="off"))
     copilot = Copilot(loading.load_engine(ModelOptions()), options, FakeRetriever(docs))
-    raw = f"[1] {MUNGE}\n\n[1] {MUNGE}\n\n[1] All nodes"
+    raw = f"[1] {MUNGE}\n\n[2] {MUNGE}\n\n[1] All nodes"
     script_answer(copilot, monkeypatch, raw, finish=finish)
     events = list(copilot.answer("What must all nodes share for munge?"))
     final = events[-1]
     assert final.answer == raw and final.finish_reason == finish
     assert final.shown == (f"[1] {MUNGE}" if collapsed else raw) == final.to_dict()["shown"]
+    # the markers (and the sources marked cited) are the shown text's: [2] cited only a repeat
+    assert final.citations.markers == ([1] if collapsed else [1, 2])
+    assert [s["number"] for s in final.sources if s["cited"]] == final.citations.markers
     assert final.turn.answer == final.shown  # a follow-up sees the answer as shown
     view = Exchange("What must all nodes share for munge?")
     for event in events:
         view.apply(event)
     assert view.answer == final.shown  # the chat replaces the streamed loop
-    assert collect(copilot.answer("again?")).citations.valid == [1]
