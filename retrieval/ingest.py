@@ -37,7 +37,7 @@ from retrieval.errors import IndexCorruptError, IndexMismatchError, RetrievalErr
 from retrieval.index import HybridIndex, load_rows
 from retrieval.ingest_options import IngestOptions, IngestReport
 from retrieval.lease import pin
-from retrieval.loaders import Document, too_large
+from retrieval.loaders import Document, reader_revision, too_large
 from retrieval.manifest import roots_of
 from retrieval.parallel_load import read_all
 from retrieval.scan import default_roots, scan, untrusted_roots
@@ -241,7 +241,9 @@ def _plan(
         except (SkipFile, OSError) as why:
             report.skipped.append({"path": path, "reason": str(why)})
             continue
-        same = known.get(path, {}).get("sha256") == plan.digests[path]
+        entry = known.get(path, {})
+        same = entry.get("sha256") == plan.digests[path]
+        same = same and entry.get("reader", 1) == reader_revision(entry.get("kind", ""))  # read as today
         (plan.unchanged if same else plan.to_load).append(path)
     plan.gone = sorted(set(known) - set(plan.unchanged) - set(plan.to_load))
     report.timings["scan_and_hash"] = round(time.perf_counter() - tick, 3)
@@ -388,7 +390,13 @@ def _file_entries(manifest: dict | None, plan: _Plan, docs: dict[str, Document],
     counts = Counter(c.source for c in chunks)
     files = {p: manifest["files"][p] for p in plan.unchanged} if manifest else {}
     for path, doc in docs.items():
-        files[path] = {"sha256": plan.digests[path], "kind": doc.kind, "title": doc.title, "chunks": counts[path]}
+        files[path] = {
+            "sha256": plan.digests[path],
+            "kind": doc.kind,
+            "reader": reader_revision(doc.kind),
+            "title": doc.title,
+            "chunks": counts[path],
+        }
     return dict(sorted(files.items()))
 
 

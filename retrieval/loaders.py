@@ -26,10 +26,17 @@ KINDS = {
     ".htm": "html",
     ".pdf": "pdf",
 }
+# Bump a kind's revision when its reader's text changes: the next ingest reads indexed files of
+# that kind again, as if they had changed (2: html keeps the lines of <pre> blocks).
+READER_REVISIONS = {"html": 2}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
+
+
+def reader_revision(kind: str) -> int:
+    return READER_REVISIONS.get(kind, 1)
 
 
 @dataclass(frozen=True)
@@ -156,7 +163,7 @@ def read_html(path: Path, data: bytes) -> Document:
         raise SkipFile("binary content (NUL bytes)")
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
     extracted = trafilatura.bare_extraction(
-        data, favor_recall=True, include_comments=False, include_tables=True, with_metadata=True
+        _pre_as_code(data), favor_recall=True, include_comments=False, include_tables=True, with_metadata=True
     )
     if extracted is None or not (extracted.text or "").strip():
         raise SkipFile("no main text found in the HTML")
@@ -164,6 +171,38 @@ def read_html(path: Path, data: bytes) -> Document:
     title = next((h.title for h in headings if h.level == 1), None)
     title = title or (extracted.title or "").strip() or path.stem
     return Document(str(path), title, text, sections_from_headings(text, headings, title), "html")
+
+
+_INLINE_TAGS = ("b", "i", "u", "em", "strong", "font", "span", "a", "tt", "kbd", "samp", "var")
+
+
+def _pre_as_code(data: bytes) -> bytes | str:
+    """Every <pre> block as <pre><code>, its inline markup dropped, so trafilatura keeps its lines.
+
+    trafilatura turns a <pre> without a <code> inside into a quote and collapses its
+    whitespace: man2html pages (every Slurm man page: `<PRE><B>$ salloc ...</B></PRE>`) lost
+    the line breaks of their examples, so command, output and the next command ran together
+    on one line, and the model copied them that way.
+    """
+    import lxml.html
+    from lxml import etree
+    from trafilatura.utils import decode_file
+
+    try:  # decoded as trafilatura would: lxml alone reads UTF-8 without a charset as Latin-1
+        tree = lxml.html.fromstring(decode_file(data))
+    except (etree.ParserError, ValueError):
+        return data  # trafilatura reports what it cannot read
+    changed = False
+    for pre in tree.iter("pre"):
+        if pre.find(".//code") is not None:
+            continue
+        etree.strip_tags(pre, *_INLINE_TAGS)
+        code = etree.Element("code")
+        code.text, pre.text = pre.text, None
+        code.extend(list(pre))  # anything left (<br>...) moves inside too
+        pre.append(code)
+        changed = True
+    return lxml.html.tostring(tree, encoding="unicode") if changed else data
 
 
 def _render_with_headings(body) -> tuple[str, list[Heading]]:

@@ -3,7 +3,7 @@
     {"format": "specrag-index", "version": 2, "updated": ...,
      "embedding": {"model", "dim", "normalized", "precision"},
      "chunking": {"chunk_tokens", "overlap_tokens"},
-     "roots": [...], "chunks": N, "files": {path: {"sha256", "kind", "title", "chunks"}},
+     "roots": [...], "chunks": N, "files": {path: {"sha256", "kind", "reader", "title", "chunks"}},
      "checksums": {relative file path: sha256, for every data file of the generation}}
 
 Every field is type-checked on read, so a damaged or hand-edited manifest is reported as such

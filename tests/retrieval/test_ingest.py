@@ -71,6 +71,21 @@ def test_changed_file_is_the_only_one_reembedded(docs, tmp_path, fake):
     assert report.chunks == len(retriever.index.chunks)
 
 
+def test_files_read_by_an_older_reader_are_read_again_and_only_they(docs, tmp_path, fake, monkeypatch):
+    from retrieval import loaders
+
+    index = tmp_path / "index"
+    ingest([docs], index, embedder=fake)
+    entry = read_manifest(current_generation(index))["files"][str(docs.resolve() / "html" / "backup.html")]
+    assert entry["reader"] == loaders.reader_revision("html") and entry["kind"] == "html"
+    monkeypatch.setitem(loaders.READER_REVISIONS, "html", loaders.reader_revision("html") + 1)  # the reader changed
+    spy = FakeEmbedder()
+    report = ingest([docs], index, embedder=spy)
+    assert [Path(p).name for p in report.updated] == ["backup.html"] and report.unchanged == 3
+    assert spy.embedded and all(text.startswith("Database backups") for text in spy.embedded)
+    assert not ingest([docs], index, embedder=FakeEmbedder()).written  # and then it is up to date
+
+
 def test_removed_file_loses_its_chunks_and_roots_are_remembered(docs, tmp_path, fake):
     index = tmp_path / "index"
     ingest([docs], index, embedder=fake)

@@ -57,6 +57,33 @@ def test_html_keeps_main_text_and_headings_only():
         assert noise not in doc.text
 
 
+MAN2HTML_EXAMPLE = """<html><head><title>salloc</title></head><body><h1>salloc</h1><h2>OPTIONS</h2>
+<DL COMPACT><DT><B>--mem-per-cpu</B>=&lt;size&gt;<DD>
+<P>The allocated memory per cpu includes all threads, as this session on the café cluster shows:
+<P>
+<PRE>
+<B>$ salloc -n3 --mem-per-cpu=100
+salloc: Granted job allocation 17199
+$ sacct -j $SLURM_JOB_ID -X -o jobid%7,reqtres%35
+</B>  JobID    ReqTRES
+  17199    billing=3,cpu=3,mem=300M,node=1
+</PRE>
+<P>In this second example the job asks for whole cores on the café cluster.
+</DL>
+<pre><code>srun --exclusive hostname
+srun hostname</code></pre></body></html>"""
+
+
+def test_html_code_examples_keep_their_lines_in_man2html_option_lists(tmp_path):
+    path = tmp_path / "salloc.html"
+    path.write_bytes(MAN2HTML_EXAMPLE.encode())  # UTF-8 without a charset: café must survive
+    text = load_document(path).text
+    assert "\n$ salloc -n3 --mem-per-cpu=100\nsalloc: Granted job allocation 17199\n$ sacct -j" in text
+    assert "  17199    billing=3,cpu=3,mem=300M,node=1" in text  # columns of output stay aligned
+    assert "srun --exclusive hostname\nsrun hostname" in text
+    assert "café cluster shows" in text and "Ã" not in text
+
+
 def test_html_without_h1_falls_back_to_the_page_title(tmp_path):
     path = tmp_path / "page.htm"
     body = "<p>" + "Partitions group nodes into logical sets for scheduling purposes. " * 6 + "</p>"
