@@ -13,14 +13,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.copilot.events import Citations, Passage, Segment
-
-_MARKER_GROUP = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+from app.copilot.markers import MARKER_GROUP
 
 
 def cited_numbers(answer: str) -> list[int]:
     """[n] markers in order of first use; [1, 2] and [1][2] both count."""
     numbers: list[int] = []
-    for group in _MARKER_GROUP.finditer(answer):
+    for group in MARKER_GROUP.finditer(answer):
         for part in re.split(r"[,;]", group.group(1)):
             n = int(part)
             if n not in numbers:

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import re
 
+from app.copilot.markers import MARKER_GROUP
+
 MIN_KEY_CHARS = 20  # shorter units ("```", "}", "Example:") may legitimately come twice
 _FENCE = re.compile(r"^\s*```")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-_MARKER = re.compile(r"\[\d+\]")
-_LEADING_MARKERS = re.compile(r"(?:\s*\[\d+\])*\s*")
+_LEADING_MARKERS = re.compile(rf"(?:\s*{MARKER_GROUP.pattern})*\s*")
 _SPACE = re.compile(r"\s+")
 
 
 def _key(unit: str) -> str:
-    return _SPACE.sub(" ", _MARKER.sub(" ", unit)).strip().lower()
+    return _SPACE.sub(" ", MARKER_GROUP.sub(" ", unit)).strip().lower()
 
 
 def _units(line: str) -> list[str]:
