@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from app.copilot import Turn
 from app.copilot.gate import REFUSAL
 from app.copilot.withhold import WITHHELD
-from app.slack.render import ERROR_PREFIX, FOOTER_HEADINGS, NOTICE_PREFIX, WITHHELD_REST, unescape
+from app.slack.render import ERROR_PREFIX, FOOTER_HEADINGS, NOTICE_PREFIX, REPEATS_REST, WITHHELD_REST, unescape
 
 _USER_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 _CHANNEL = re.compile(r"<#[A-Z0-9]+\|([^>]*)>")
@@ -61,7 +61,7 @@ def thread_turns(messages: Iterable[dict], bot: BotIdentity, before_ts: str) -> 
             break
         text = message.get("text") or ""
         if is_from_bot(message, bot):
-            if question is not None and not text.startswith((NOTICE_PREFIX, ERROR_PREFIX, WITHHELD_REST)):
+            if question is not None and not text.startswith((NOTICE_PREFIX, ERROR_PREFIX, WITHHELD_REST, REPEATS_REST)):
                 parts.append(unescape(strip_footer(text)))
         elif message.get("bot_id") or message.get("subtype"):
             continue  # other bots, joins, edits

@@ -22,6 +22,7 @@ FOOTER_HEADINGS = ("*Sources*", "**Sources**")
 NOTICE_PREFIX = ":hourglass_flowing_sand:"
 ERROR_PREFIX = ":warning: Sorry"
 WITHHELD_REST = "_(withheld: see the message above)_"  # a streamed message the withheld notice did not need
+REPEATS_REST = "_(left out: the answer repeated itself; see the message above)_"  # ... the collapsed answer
 
 _FENCE = re.compile(r"^\s*```")
 _INLINE_CODE = re.compile(r"(`[^`\n]+`)")

@@ -124,9 +124,9 @@ class AnswerWriter:
     def finish(self, final: Final, answer_key: str) -> None:
         if self.native is not None:
             try:
-                if not final.withheld:
+                if final.shown == final.answer:
                     return self.native.finish(final, answer_key)
-                # a withheld answer's streamed words are overwritten: end the stream, then update its messages
+                # a withheld or collapsed answer's streamed words are overwritten: end the stream, update its messages
                 self.native.end()
                 native, self.native = self.native, None
                 self.placeholder = Placeholder(self.thread, self.settings, native.markdown, native.message_ts)
@@ -247,12 +247,13 @@ class Placeholder:
             self._show(render.split_message(render.to_mrkdwn(self.markdown), self.settings.message_limit))
 
     def finish(self, final: Final, answer_key: str) -> None:
-        text = render.to_mrkdwn(final.shown).strip()  # replaces the streamed words of a withheld answer
+        text = render.to_mrkdwn(final.shown).strip()  # replaces the streamed words of a withheld or looping answer
         pieces = render.split_message(f"{text}\n\n{render.footer(final)}".strip(), self.settings.message_limit)
         self._show(pieces, answer_key)
-        if final.withheld:  # messages the longer streamed answer filled and the notice does not
+        if final.shown != final.answer:  # messages the longer streamed answer filled and the shown one does not
+            rest = render.WITHHELD_REST if final.withheld else render.REPEATS_REST
             for ts in self.message_ts[len(pieces) :]:
-                self.thread.client.chat_update(channel=self.thread.channel, ts=ts, text=render.WITHHELD_REST)
+                self.thread.client.chat_update(channel=self.thread.channel, ts=ts, text=rest)
 
     def abort(self) -> None:
         text = f"{render.to_mrkdwn(self.markdown).strip()}\n\n{INTERRUPTED}"

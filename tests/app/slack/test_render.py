@@ -65,16 +65,20 @@ def test_the_thread_becomes_turns_without_footers_notices_errors_or_other_bots()
         msg(12, "<@UBOT> and their pager?"),
         msg(13, render.to_mrkdwn(withheld_notice([GroundingItem("555-1234", "phone", False)])) + footer, user="UBOT"),
         msg(14, render.WITHHELD_REST, user="UBOT"),
-        msg(15, "<@UBOT> the question being answered"),
-        msg(16, "a later answer", user="UBOT"),
+        msg(15, "<@UBOT> and the munge key?"),
+        msg(16, "[1] All nodes share one munge.key." + footer, user="UBOT"),
+        msg(17, render.REPEATS_REST, user="UBOT"),  # a collapsed loop's leftover message
+        msg(18, "<@UBOT> the question being answered"),
+        msg(19, "a later answer", user="UBOT"),
     ]
-    turns = thread_turns(messages, BOT, before_ts="15.0")
+    turns = thread_turns(messages, BOT, before_ts="18.0")
     assert turns[:2] == [Turn("how do I drain?", "Use scontrol & wait."), Turn("and resume?", "part one\npart two")]
     # the gate's refusal is known as such, so a follow-up after it is searched with "and resume?"
     assert turns[2] == Turn("who is on call tonight?", REFUSAL, refused=True)
     # so is a withheld answer's notice, without the filler of the messages it overwrote
     notice = withheld_notice([GroundingItem("555-1234", "phone", False)])
-    assert turns[3] == Turn("and their pager?", notice, refused=True) and len(turns) == 4
+    assert turns[3] == Turn("and their pager?", notice, refused=True)
+    assert turns[4] == Turn("and the munge key?", "[1] All nodes share one munge.key.") and len(turns) == 5
     assert strip_footer("no footer here") == "no footer here"
 
 

@@ -89,3 +89,19 @@ def test_a_withheld_answer_overwrites_every_message_its_words_were_streamed_into
     assert len(messages) > len(pieces)  # the words had filled more messages than the notice needs
     assert messages == pieces + [render.WITHHELD_REST] * (len(messages) - len(pieces))
     assert not any("drain node" in m or "555-1234" in m for m in messages)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_looping_answer_is_replaced_by_its_collapsed_text_in_every_message(slack, long_answer, native):
+    loop = "[1] Drain the node with scontrol before the maintenance window.\n\n" * 12
+    final = dataclasses.replace(long_answer[-1], answer=loop, finish_reason="repeat")
+    thread = SlackThread(make_client(BOT_TOKEN, base_url=slack.api_url), "C0OPS", "1.0", "U0ALICE", "T0OPS")
+    settings = StreamSettings(native=native, stream_interval=0, update_interval=0, message_limit=120)
+    streamed = [Token(line + "\n\n", [], [], {}) for line in loop.split("\n\n") if line]
+    render_answer(iter([long_answer[0], *streamed, final]), thread, settings, "C0OPS:1.0")
+    messages = [m.text for m in slack.bot_replies("C0OPS", "1.0")]
+    pieces = render.split_message(f"{render.to_mrkdwn(final.shown)}\n\n{render.footer(final)}", 120)
+    assert final.shown == "[1] Drain the node with scontrol before the maintenance window."
+    assert len(messages) > len(pieces)  # the loop had filled more messages than the shown answer needs
+    assert messages == pieces + [render.REPEATS_REST] * (len(messages) - len(pieces))
+    assert sum(m.count("Drain the node") for m in messages) == 1
