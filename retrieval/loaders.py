@@ -14,8 +14,12 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrieval.errors import SkipFile
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
 
 KINDS = {
     ".md": "markdown",
@@ -162,10 +166,11 @@ def read_html(path: Path, data: bytes) -> Document:
     if b"\0" in data[:SNIFF_BYTES]:
         raise SkipFile("binary content (NUL bytes)")
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
-    extracted = trafilatura.bare_extraction(
-        _pre_as_code(data), favor_recall=True, include_comments=False, include_tables=True, with_metadata=True
+    tree = _tree_with_pre_as_code(data)
+    extracted = tree is not None and trafilatura.bare_extraction(
+        tree, favor_recall=True, include_comments=False, include_tables=True, with_metadata=True
     )
-    if extracted is None or not (extracted.text or "").strip():
+    if not extracted or not (extracted.text or "").strip():
         raise SkipFile("no main text found in the HTML")
     text, headings = _render_with_headings(extracted.body)
     title = next((h.title for h in headings if h.level == 1), None)
@@ -176,24 +181,21 @@ def read_html(path: Path, data: bytes) -> Document:
 _INLINE_TAGS = ("b", "i", "u", "em", "strong", "font", "span", "a", "tt", "kbd", "samp", "var")
 
 
-def _pre_as_code(data: bytes) -> bytes | str:
-    """Every <pre> block as <pre><code>, its inline markup dropped, so trafilatura keeps its lines.
+def _tree_with_pre_as_code(data: bytes) -> HtmlElement | None:
+    """The page parsed as trafilatura parses it, every <pre> block made <pre><code> with its inline
+    markup dropped, so trafilatura keeps its lines (None when the bytes are not HTML).
 
     trafilatura turns a <pre> without a <code> inside into a quote and collapses its
     whitespace: man2html pages (every Slurm man page: `<PRE><B>$ salloc ...</B></PRE>`) lost
     the line breaks of their examples, so command, output and the next command ran together
-    on one line, and the model copied them that way.
+    on one line, and the model copied them that way. The tree goes to trafilatura as it is,
+    so the page is decoded and parsed once.
     """
-    import lxml.html
     from lxml import etree
-    from trafilatura.utils import decode_file
+    from trafilatura.utils import load_html
 
-    try:  # decoded as trafilatura would: lxml alone reads UTF-8 without a charset as Latin-1
-        tree = lxml.html.fromstring(decode_file(data))
-    except (etree.ParserError, ValueError):
-        return data  # trafilatura reports what it cannot read
-    changed = False
-    for pre in tree.iter("pre"):
+    tree = load_html(data)
+    for pre in tree.iter("pre") if tree is not None else ():
         if pre.find(".//code") is not None:
             continue
         etree.strip_tags(pre, *_INLINE_TAGS)
@@ -201,8 +203,7 @@ def _pre_as_code(data: bytes) -> bytes | str:
         code.text, pre.text = pre.text, None
         code.extend(list(pre))  # anything left (<br>...) moves inside too
         pre.append(code)
-        changed = True
-    return lxml.html.tostring(tree, encoding="unicode") if changed else data
+    return tree
 
 
 def _render_with_headings(body) -> tuple[str, list[Heading]]:
