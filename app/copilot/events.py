@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.copilot.repeats import collapse_repeats
+from app.copilot.repeats import shown_answer
 
 STAGES = ("searching", "passages", "prefilling", "generating")
 
@@ -126,9 +126,7 @@ class Final:
     def shown(self) -> str:
         """What the front ends show: the answer (each sentence once if it was stopped for repeating
         itself: repeats.py), or the notice that withholds it."""
-        if self.withheld:
-            return self.withheld
-        return collapse_repeats(self.answer) if self.finish_reason == "repeat" else self.answer
+        return self.withheld or shown_answer(self.answer, self.finish_reason)
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

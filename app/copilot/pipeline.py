@@ -24,7 +24,7 @@ from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
-from app.copilot.repeats import collapse_repeats
+from app.copilot.repeats import shown_answer
 from app.copilot.withhold import PLACEHOLDER, CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
@@ -306,9 +306,9 @@ class Copilot:
         passages = prepared.all_passages
         decode = self.engine.tokenizer.decode
         citations = cite.build_citations(answer, ids, origins, passages, lambda t: decode(t, skip_special_tokens=True))
-        shown_answer = collapse_repeats(answer) if finish == "repeat" else answer  # as Final.shown
-        if shown_answer != answer:  # the markers, and so the sources marked cited, are those the user reads
-            markers = cite.cited_numbers(shown_answer)
+        displayed = shown_answer(answer, finish)  # as Final.shown
+        if displayed != answer:  # the markers, and so the sources marked cited, are those the user reads
+            markers = cite.cited_numbers(displayed)
             existing = {p.number for p in passages}
             citations = replace(citations, markers=markers, invalid=[n for n in markers if n not in existing])
         grounding = check_grounding(
@@ -335,7 +335,7 @@ class Copilot:
             # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention;
             # without its passages, as a gated turn: the next question's sources are numbered from [1] again,
             # where the model's habit of opening with [1] points (it had cited an earlier turn's [1] otherwise)
-            turn=Turn(prepared.question, notice or shown_answer, kept_passages, bool(notice)),
+            turn=Turn(prepared.question, notice or displayed, kept_passages, bool(notice)),
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             withheld=notice,

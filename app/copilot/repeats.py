@@ -36,6 +36,11 @@ def _units(line: str) -> list[str]:
     return [*pieces, line[start:]]
 
 
+def shown_answer(answer: str, finish_reason: str) -> str:
+    """What the front ends show of an answer that ended for `finish_reason` (withheld ones aside)."""
+    return collapse_repeats(answer) if finish_reason == "repeat" else answer
+
+
 def collapse_repeats(text: str) -> str:
     """`text` with each sentence or line that repeats an earlier one dropped, and a final unfinished
     unit dropped when it only restarts an earlier one; a code block left with no line goes whole."""
