@@ -15,7 +15,7 @@ from pathlib import Path
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
 from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
-from app.copilot.gate import weak_match_warning, why_refused
+from app.copilot.summary import check_notes, stats_parts
 from core.errors import SpecragError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -88,28 +88,12 @@ def print_summary(final: Final) -> None:
         print("Sources:", file=sys.stderr)
         for source in final.sources:
             print(f"  {source_line(source)}", file=sys.stderr)
-    if warning := weak_match_warning(final.relevance, final.gated):
-        print(f"  warning: {warning}", file=sys.stderr)
-    for item in final.ungrounded:
-        nearest = f"; nearest in [{item.nearest_source}]: `{item.nearest}`" if item.nearest else ""
-        print(f"  warning: {item.kind} `{item.text}` is not found in the sources{nearest}", file=sys.stderr)
-    for item in final.adapted:
-        print(f"  note: `{item.text}` is a source's {item.kind} with your own values; check them", file=sys.stderr)
-    if final.citations.invalid:
-        print(f"  warning: the answer cites passages that do not exist: {final.citations.invalid}", file=sys.stderr)
+    for level, text in check_notes(final, code=lambda text: f"`{text}`"):
+        print(f"  {level}: {text}", file=sys.stderr)
 
 
 def stats_line(final: Final) -> str:
-    if final.gated:
-        return f"[{why_refused(final.relevance)}]"
-    s = final.stats
-    drafted = sum(s["drafted"].values())
-    acceptance = f"{s['acceptance_rate']:.0%}" if drafted else "n/a"
-    return (
-        f"[{s['new_tokens']} tokens, {s['decode_tokens_per_s']:.2f} tok/s, {s['tokens_per_pass']:.2f} tokens/pass, "
-        f"copied {s['copied_share']:.0%}, acceptance {acceptance}, first token {s['time_to_first_token_s']:.1f} s, "
-        f"speculation {s['speculation']}, {final.finish_label}]"
-    )
+    return f"[{', '.join(stats_parts(final))}]"
 
 
 def source_line(source: dict) -> str:

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
-from app.copilot.gate import weak_match_warning, why_refused
+from app.copilot.summary import check_notes, stats_parts
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
 FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specrag_feedback_down
@@ -109,16 +109,7 @@ def cut_point(text: str, limit: int) -> int:
 
 
 def stats_line(final: Final) -> str:
-    if final.gated:
-        return why_refused(final.relevance)
-    s = final.stats
-    drafted = sum(s.get("drafted", {}).values())
-    acceptance = f"{s.get('acceptance_rate', 0):.0%}" if drafted else "n/a"
-    return (
-        f"{s.get('new_tokens', 0)} tokens · {s.get('decode_tokens_per_s', 0):.1f} tok/s · "
-        f"first token {s.get('time_to_first_token_s', 0):.1f} s · copied {s.get('copied_share', 0):.0%} · "
-        f"acceptance {acceptance} · speculation {s.get('speculation', '?')} · {final.finish_label}"
-    )
+    return " · ".join(stats_parts(final))
 
 
 def footer(final: Final, markdown: bool = False) -> str:
@@ -131,16 +122,8 @@ def footer(final: Final, markdown: bool = False) -> str:
         lines.append(f"{source['number']}. {title}{heading} — {code}{escape(source['path'])}{code}")
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")
-    checked = not final.withheld  # a withheld answer's items are not shown, the invented contact least of all
-    if warning := weak_match_warning(final.relevance, final.gated):
-        lines.append(f":warning: {escape(warning)}")
-    for item in final.ungrounded if checked else ():
-        nearest = f"; nearest in [{item.nearest_source}]: {code}{escape(item.nearest)}{code}" if item.nearest else ""
-        lines.append(f":warning: {item.kind} {code}{escape(item.text)}{code} is not found in the sources{nearest}")
-    for item in final.adapted if checked else ():
-        lines.append(f"{code}{escape(item.text)}{code}: a source's {item.kind} with your own values; check them")
-    if final.citations.invalid and checked:
-        lines.append(f":warning: the answer cites passages that do not exist: {final.citations.invalid}")
+    for level, text in check_notes(final, code=lambda text: f"{code}{escape(text)}{code}"):
+        lines.append(f":warning: {text}" if level == "warning" else text)
     lines.append(f"_{stats_line(final)}_")
     return "\n".join(lines)
 

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
-from app.copilot.gate import weak_match_warning, why_refused
+from app.copilot.gate import weak_match_warning
+from app.copilot.summary import stats_parts
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -55,8 +56,7 @@ def close_fences(text: str) -> str:
 
 def details_html(final: Final) -> str:
     if final.gated:  # no model ran: nothing was copied, invented or timed; say why it was not answered
-        why = f'<div class="sr-stats">{html.escape(why_refused(final.relevance))}</div>'
-        return f'<div class="sr-details">{sources_html(final.sources)}{why}</div>'
+        return f'<div class="sr-details">{sources_html(final.sources)}{stats_html(final)}</div>'
     texts = {p.number: p.text for p in final.passages}
     warning = weak_match_warning(final.relevance)
     parts = [
@@ -65,7 +65,7 @@ def details_html(final: Final) -> str:
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         "" if final.withheld else grounding_html(final.grounding, final.citations.invalid),
         sources_html(final.sources),
-        f'<div class="sr-stats">{html.escape(stats_line(final.stats, final.finish_label))}</div>',
+        stats_html(final),
     ]
     return '<div class="sr-details">' + "".join(p for p in parts if p) + "</div>"
 
@@ -258,21 +258,6 @@ def source_row(source: dict[str, Any]) -> str:
     )
 
 
-def stats_line(stats: dict[str, Any], finish_reason: str = "") -> str:
-    """tok/s, tokens per target pass, share copied, draft acceptance, time to first token (as `specrag ask`)."""
-    drafted = sum((stats.get("drafted") or {}).values())
-    acceptance = f"{stats.get('acceptance_rate', 0.0):.0%}" if drafted else "n/a"
-    parts = [
-        f"{stats.get('new_tokens', 0)} tokens",
-        f"{stats.get('decode_tokens_per_s', 0.0):.1f} tok/s",
-        f"{stats.get('tokens_per_pass', 0.0):.2f} tokens/pass",
-        f"copied {stats.get('copied_share', 0.0):.0%}",
-        f"acceptance {acceptance}",
-    ]
-    if "time_to_first_token_s" in stats:
-        parts.append(f"first token {stats['time_to_first_token_s']:.2f} s")
-    if stats.get("speculation"):
-        parts.append(f"speculation {stats['speculation']}")
-    if finish_reason:
-        parts.append(finish_reason)
-    return " · ".join(parts)
+def stats_html(final: Final) -> str:
+    """The stats line (summary.py), or for a gated answer the gate's reason."""
+    return f'<div class="sr-stats">{html.escape(" · ".join(stats_parts(final)))}</div>'

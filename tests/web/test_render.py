@@ -9,20 +9,6 @@ SOURCES = [
     {"number": 2, "title": "", "heading": "", "path": "munge.md", "score": None, "cited": False,
      "copied_tokens": 0, "text": "Munge keys"},
 ]  # fmt: skip
-STATS = {
-    "new_tokens": 40, "decode_tokens_per_s": 12.34, "tokens_per_pass": 2.5, "copied_share": 0.4,
-    "acceptance_rate": 0.75, "drafted": {"ngram": 8, "model": 0}, "time_to_first_token_s": 1.234,
-    "speculation": "hybrid",
-}  # fmt: skip
-
-
-def test_stats_line_has_speed_passes_copies_acceptance_and_first_token():
-    line = render.stats_line(STATS, "eos")
-    assert line == (
-        "40 tokens · 12.3 tok/s · 2.50 tokens/pass · copied 40% · acceptance 75% · first token 1.23 s · "
-        "speculation hybrid · eos"
-    )
-    assert "acceptance n/a" in render.stats_line(STATS | {"drafted": {}})
 
 
 def test_copied_spans_are_marked_with_their_source_number_and_a_legend():

@@ -60,7 +60,7 @@ def test_footer_numbers_the_sources_warns_about_ungrounded_commands_and_ends_wit
     assert lines[4] == ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources"
     pointer = "nearest in [2]: `--depend=afterok:1`"
     assert lines[5] == f":warning: option `--afterok=1` is not found in the sources; {pointer}"
-    assert lines[6] == "`srun --gpus-per-node=volta:2`: a source's code with your own values; check them"
+    assert lines[6] == "`srun --gpus-per-node=volta:2` is a source's code with your own values; check them"
     assert lines[7] == ":warning: the answer cites passages that do not exist: [7]"
     assert lines[8].startswith("_") and "tok/s" in lines[8] and len(lines) == 9
 

@@ -1,0 +1,60 @@
+"""What every front end says under an answer, worded once: the stats line and the checks.
+
+`specrag ask`, Slack and the web chat lay these out in their own markup; the words, their
+order and which of them a withheld or gated answer shows are decided here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from app.copilot.events import Final
+from app.copilot.gate import weak_match_warning, why_refused
+
+Level = Literal["warning", "note"]
+
+
+def stats_parts(final: Final) -> list[str]:
+    """Tokens, tok/s, tokens per pass, share copied, draft acceptance, first token, speculation, finish.
+
+    A gated answer ran no model: its only part is the gate's reason for refusing it."""
+    if final.gated:
+        return [why_refused(final.relevance)]
+    s = final.stats
+    drafted = sum((s.get("drafted") or {}).values())
+    acceptance = f"{s.get('acceptance_rate', 0.0):.0%}" if drafted else "n/a"
+    parts = [
+        f"{s.get('new_tokens', 0)} tokens",
+        f"{s.get('decode_tokens_per_s', 0.0):.1f} tok/s",
+        f"{s.get('tokens_per_pass', 0.0):.2f} tokens/pass",
+        f"copied {s.get('copied_share', 0.0):.0%}",
+        f"acceptance {acceptance}",
+    ]
+    if "time_to_first_token_s" in s:
+        parts.append(f"first token {s['time_to_first_token_s']:.1f} s")
+    if s.get("speculation"):
+        parts.append(f"speculation {s['speculation']}")
+    parts.append(final.finish_label)
+    return parts
+
+
+def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, str]]:
+    """The checks an operator should read before acting on the answer, as (level, text).
+
+    `code` renders a command or option the way the front end shows code (it also escapes it).
+    A withheld answer's items are not listed: its text is not shown, an invented contact least
+    of all. The weak-match warning of `--gate warn` always is."""
+    notes: list[tuple[Level, str]] = []
+    if warning := weak_match_warning(final.relevance, final.gated):
+        notes.append(("warning", warning))
+    if final.withheld:
+        return notes
+    for item in final.ungrounded:
+        nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
+        notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))
+    for item in final.adapted:
+        notes.append(("note", f"{code(item.text)} is a source's {item.kind} with your own values; check them"))
+    if final.citations.invalid:
+        notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
+    return notes

@@ -1,0 +1,72 @@
+"""The stats line and the checks under an answer: worded once, shown alike by ask, Slack and the web chat."""
+
+import dataclasses
+
+from app import ask
+from app.copilot import Citations, Final, GroundingItem, Turn
+from app.copilot.summary import check_notes, stats_parts
+from app.slack import render as slack_render
+from app.web import render as web_render
+
+STATS = {
+    "new_tokens": 40, "decode_tokens_per_s": 12.34, "tokens_per_pass": 2.5, "copied_share": 0.4,
+    "acceptance_rate": 0.75, "drafted": {"ngram": 8, "model": 0}, "time_to_first_token_s": 1.234,
+    "speculation": "hybrid",
+}  # fmt: skip
+FINAL = Final(
+    question="How do I drain a node?", answer="Run `scontrol drain <node>` [1].", finish_reason="eos",
+    passages=[], sources=[], citations=Citations([1], [], {}, []), stats=STATS, prompt_ids=[], output_ids=[],
+    origins=[], turn=Turn("How do I drain a node?", ""), relevance={"similarity": 0.4, "threshold": 0.5,
+    "calibrated": True, "covered": True},
+    grounding=[
+        GroundingItem("scontrol drain <node>", "command", False, "scontrol update State=DRAIN", 1),
+        GroundingItem("--gpus-per-node=2", "option", True, adapted=True),
+    ],
+)  # fmt: skip
+
+
+def test_stats_parts_name_speed_passes_copies_acceptance_first_token_and_how_it_ended():
+    assert stats_parts(FINAL) == [
+        "40 tokens", "12.3 tok/s", "2.50 tokens/pass", "copied 40%", "acceptance 75%", "first token 1.2 s",
+        "speculation hybrid", "eos",
+    ]  # fmt: skip
+    undrafted = dataclasses.replace(FINAL, stats=STATS | {"drafted": {}}, finish_reason="repeat")
+    assert "acceptance n/a" in stats_parts(undrafted)
+    assert stats_parts(undrafted)[-1] == "stopped: the answer was repeating itself"
+
+
+def test_a_gated_answer_gets_the_gates_reason_in_place_of_the_stats():
+    gated = dataclasses.replace(FINAL, gated=True, finish_reason="gated", stats={})
+    gated = dataclasses.replace(gated, relevance=FINAL.relevance | {"covered": False})
+    (reason,) = stats_parts(gated)
+    assert reason.startswith("not answered: the closest source matches the question at 0.40")
+
+
+def test_checks_warn_about_ungrounded_items_and_note_adapted_ones_but_not_for_a_withheld_answer():
+    notes = check_notes(FINAL, code=lambda text: f"<{text}>")
+    assert notes == [
+        ("warning", "command <scontrol drain <node>> is not found in the sources; "
+                    "nearest in [1]: <scontrol update State=DRAIN>"),
+        ("note", "<--gpus-per-node=2> is a source's option with your own values; check them"),
+    ]  # fmt: skip
+    weak = dataclasses.replace(FINAL, relevance=FINAL.relevance | {"covered": False})
+    withheld = dataclasses.replace(weak, withheld="Withheld.", citations=Citations([9], [9], {}, []))
+    # a withheld answer's text is not shown, so neither are its items; the weak match still is
+    assert check_notes(withheld, code=str) == [
+        ("warning", "the sources may not cover this question (the closest source matches the question at 0.40, "
+                    "below the relevance gate's 0.50): check the answer against them"),
+    ]  # fmt: skip
+    invalid = check_notes(dataclasses.replace(withheld, withheld=""), code=str)
+    assert invalid[-1] == ("warning", "the answer cites passages that do not exist: [9]") and len(invalid) == 4
+
+
+def test_ask_slack_and_the_web_chat_show_the_same_stats_and_checks(capsys):
+    ask.print_summary(FINAL)
+    err = capsys.readouterr().err
+    footer = slack_render.footer(FINAL)
+    details = web_render.details_html(FINAL)
+    for part in stats_parts(FINAL):
+        assert part in err and part in footer and part in details
+    assert "  warning: command `scontrol drain <node>` is not found in the sources" in err
+    assert ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources" in footer
+    assert "  note: `--gpus-per-node=2` is a source's option with your own values; check them" in err
