@@ -2,7 +2,8 @@
 
 Two kinds of evidence, shown side by side because the small default model often writes
 no [n] at all: the markers the model wrote (checked against the passages that exist) and
-the drafter's provenance (each copied token knows the passage and offset it came from).
+provenance: each token the drafter copied knows the passage it came from, and the runs the
+model wrote itself that a passage holds verbatim are found by text (quotes.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from app.copilot.events import Citations, Passage, Segment
 from app.copilot.markers import MARKER_GROUP
+from app.copilot.quotes import mark_quotes
 
 
 def cited_numbers(answer: str) -> list[int]:
@@ -46,7 +48,10 @@ def build_citations(
         markers=markers,
         invalid=[n for n in markers if n not in existing],
         copied=dict(sorted(copied.items())),
-        segments=provenance_segments(answer, output_ids, origins, decode),
+        # the drafter's copies, and the quotes the model wrote itself (quotes.py)
+        segments=mark_quotes(
+            provenance_segments(answer, output_ids, origins, decode), {p.number: p.text for p in passages}
+        ),
     )
 
 

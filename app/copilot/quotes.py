@@ -1,0 +1,61 @@
+"""Quotes in the model's own text: runs of words that a passage holds verbatim.
+
+The drafter's provenance marks what it copied (citations.provenance_segments). The target
+writes a source's words itself just as often: always on a path that verifies no drafts
+(`llamacpp-f16`), and wherever no draft was proposed. Such a run is as much a quote as a
+drafted one, and the provenance view should say where it came from. A run counts from
+MIN_QUOTE_WORDS words and MIN_QUOTE_CHARS characters (shorter ones, "the job is", match by
+chance) and is matched with runs of whitespace taken as one space, as the passage and the
+answer break lines differently. It is credited to the lowest-numbered passage holding it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from app.copilot.events import Segment
+
+MIN_QUOTE_WORDS = 4
+MIN_QUOTE_CHARS = 20
+_WORD = re.compile(r"\S+")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def mark_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[Segment]:
+    """`segments` with every quote inside the model's own segments split out and given its passage."""
+    flat = {number: _flat(text) for number, text in sorted(passage_texts.items())}
+    out: list[Segment] = []
+    for segment in segments:
+        out.extend([segment] if segment.passage is not None else _split_quotes(segment.text, flat))
+    return [s for s in out if s.text]
+
+
+def _split_quotes(text: str, flat: Mapping[int, str]) -> list[Segment]:
+    words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+    pieces, done, i = [], 0, 0  # done: where the text not yet emitted starts
+    while i < len(words):
+        end, holder = i, None  # the longest run words[i:end] that a passage holds, and that passage
+        while end < len(words):
+            run = _flat(text[words[i][0] : words[end][1]])
+            found = next((n for n, passage in flat.items() if run in passage), None)
+            if found is None:
+                break
+            end, holder = end + 1, found
+        start, stop = words[i][0], words[end - 1][1] if end > i else 0
+        if holder is not None and end < len(words):  # it may end inside the next word ("explanation." / "as")
+            for cut in range(words[end][0] + 1, words[end][1]):
+                if _flat(text[start:cut]) not in flat[holder]:
+                    break
+                if not text[cut].isalnum():  # whole words only: "explanation", never "expl"
+                    stop = cut
+        if holder is not None and end - i >= MIN_QUOTE_WORDS and stop - start >= MIN_QUOTE_CHARS:
+            pieces += [Segment(text[done:start]), Segment(text[start:stop], holder)]
+            done, i = stop, end + (stop > words[end - 1][1])  # a word the quote ends inside is not a new start
+        else:
+            i += 1
+    pieces.append(Segment(text[done:]))
+    return pieces

@@ -1,0 +1,48 @@
+"""Quotes the model wrote itself are provenance too: on a path that drafts nothing, the chat said
+"nothing was copied verbatim" under an answer that was two paragraphs of a man page."""
+
+from app.copilot import Passage, Segment
+from app.copilot.citations import build_citations
+from app.copilot.quotes import mark_quotes
+from app.web import render
+
+SQUEUE = (
+    "The reason a job is waiting for execution is printed within parenthesis.\n"
+    "For terminated jobs with failure: an explanation as to why the job failed."
+)
+FAQ = "As a guideline, issue an scontrol show job <jobid> and look at the field State and Reason."
+
+
+def test_a_run_of_a_passage_in_the_models_own_text_is_marked_with_that_passage():
+    answer = (
+        "[3] The reason a job is waiting for execution is printed within parenthesis. For terminated jobs "
+        "with failure: an explanation. Also run `scontrol show job <jobid>` [5]."
+    )
+    segments = mark_quotes([Segment(answer)], {3: SQUEUE, 5: FAQ})
+    assert "".join(s.text for s in segments) == answer  # nothing lost or moved
+    quoted = [(s.text, s.passage) for s in segments if s.passage is not None]
+    # across the passage's line break, up to the first word the passage does not have there
+    assert quoted == [
+        ("The reason a job is waiting for execution is printed within parenthesis. For terminated jobs with failure: "
+         "an explanation", 3),
+    ]  # fmt: skip
+    # "scontrol show job <jobid>" is in [5], but three words are a phrase, not a quote
+    assert segments[-1] == Segment(". Also run `scontrol show job <jobid>` [5].")
+
+
+def test_short_common_runs_and_drafted_copies_are_left_as_they_are():
+    drafted = Segment("issue an scontrol show job", 5)
+    own = Segment(" and the job is waiting for it.")  # "the job is waiting" is not a quote
+    assert mark_quotes([drafted, own], {5: FAQ, 3: SQUEUE}) == [drafted, own]
+
+
+def test_the_chat_shows_where_an_undrafted_answer_was_copied_from():
+    passages = [Passage(1, FAQ, "faq.html", "FAQ"), Passage(2, SQUEUE, "squeue.html", "squeue")]
+    answer = "[2] The reason a job is waiting for execution is printed within parenthesis."
+    ids = list(range(12))
+    citations = build_citations(answer, ids, ["target"] * len(ids), passages, lambda t: answer[: len(t) * 7])
+    sources = [{"number": 2, "title": "squeue", "path": "squeue.html"}]
+    html = render.provenance_html(render.merge_verbatim(citations.segments, {2: SQUEUE}), sources)
+    assert "nothing was copied" not in html
+    assert 'title="copied verbatim from source [2]">The reason a job is waiting' in html
+    assert citations.copied == {}  # the drafter copied nothing: its own count stays honest
