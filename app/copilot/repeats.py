@@ -1,4 +1,4 @@
-"""What an answer stopped for repeating itself shows: each sentence once.
+"""What an answer shows of what it wrote twice: each sentence once.
 
 The engine's repetition guard stops an answer when a run of tokens comes round for the third
 time (finish reason "repeat"). By then the small model has usually written the same sentence
@@ -7,7 +7,8 @@ munge.key. [2] All nodes must share the munge.key. [3] All nodes..."). The front
 show the answer with every sentence or line that repeats an earlier one (ignoring [n]
 markers, case and spacing) left out, and without the unfinished restart it was stopped in.
 Nothing else changes: a sentence that says anything new stays, so does every line of code
-that is not a repeat, and the raw answer stays in `Final.answer`.
+that is not a repeat, and the raw answer stays in `Final.answer`. An answer that ended on its
+own gets its prose sentences collapsed the same way, and keeps its code as written.
 """
 
 from __future__ import annotations
@@ -37,13 +38,19 @@ def _units(line: str) -> list[str]:
 
 
 def shown_answer(answer: str, finish_reason: str) -> str:
-    """What the front ends show of an answer that ended for `finish_reason` (withheld ones aside)."""
-    return collapse_repeats(answer) if finish_reason == "repeat" else answer
+    """What the front ends show of an answer that ended for `finish_reason` (withheld ones aside).
+
+    An answer that ended on its own can repeat a sentence too ("[3] X ... [6] X"), and then
+    shows it once; its code is left alone, where a repeated line can be a real step (the same
+    command in two examples)."""
+    collapsed = collapse_repeats(answer, code=finish_reason == "repeat")
+    return answer if collapsed.split() == answer.split() else collapsed  # nothing dropped: the answer as written
 
 
-def collapse_repeats(text: str) -> str:
+def collapse_repeats(text: str, code: bool = True) -> str:
     """`text` with each sentence or line that repeats an earlier one dropped, and a final unfinished
-    unit dropped when it only restarts an earlier one; a code block left with no line goes whole."""
+    unit dropped when it only restarts an earlier one; a code block left with no line goes whole.
+    With `code` False, only prose sentences are dropped, and the final unit is taken as finished."""
     raw_lines = text.split("\n")
     seen: set[str] = set()
 
@@ -51,7 +58,7 @@ def collapse_repeats(text: str) -> str:
         key = _key(unit)
         if len(key) >= MIN_KEY_CHARS and key in seen:
             return False
-        if last and key and any(earlier.startswith(key) for earlier in seen):
+        if code and last and key and any(earlier.startswith(key) for earlier in seen):
             return False  # the restart the guard cut short
         seen.add(key)
         return True
@@ -68,7 +75,7 @@ def collapse_repeats(text: str) -> str:
                 block = None
             continue
         if block is not None:
-            if keep(line, last_line) or not line.strip():
+            if not code or keep(line, last_line) or not line.strip():
                 block.append(line)
             continue
         units, kept, markers = _units(line), [], ""

@@ -1,10 +1,10 @@
-"""An answer stopped for repeating itself shows each sentence once, in every front end."""
+"""An answer shows each sentence it repeated once, in every front end; one stopped in a loop, each line."""
 
 import pytest
 from copilot_fakes import FakeRetriever, script_answer
 
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
-from app.copilot.repeats import collapse_repeats
+from app.copilot.repeats import collapse_repeats, shown_answer
 from app.web.session import Exchange
 
 MUNGE = "All nodes in the cluster must be configured with the same munge.key file."
@@ -32,10 +32,18 @@ def test_a_code_block_of_repeated_lines_goes_whole_and_a_block_left_open_stays()
     assert collapse_repeats(text) == f"[1] Resume it:\n{block}\n[2] Resume it again:\n[3] Or:"
 
 
-@pytest.mark.parametrize("finish, collapsed", [("repeat", True), ("eos", False)])
-def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(
-    tiny_engine, monkeypatch, finish, collapsed
-):
+def test_an_answer_that_ended_on_its_own_shows_prose_once_and_keeps_its_code_as_written():
+    two_examples = "```\nsbatch --array=0-9 job.sh\n```\nOr with a throttle:\n```\nsbatch --array=0-9 job.sh\n```"
+    text = f"[3] {MUNGE}\n\n[4] Start munged first.\n\n[6] {MUNGE}\n{two_examples}\n[1] All nodes in the"
+    kept = f"[3] {MUNGE}\n\n[4] Start munged first.\n\n{two_examples}\n[1] All nodes in the"
+    assert shown_answer(text, "eos") == kept
+    assert shown_answer(text, "repeat").endswith("Or with a throttle:")  # stopped in a loop: repeats go
+    as_written = f"[1] {MUNGE}  \n\n\n[2] Start munged first.\n\n"
+    assert shown_answer(as_written, "eos") == as_written  # nothing repeated: not even its spacing changes
+
+
+@pytest.mark.parametrize("finish, shown", [("repeat", f"[1] {MUNGE}"), ("eos", f"[1] {MUNGE}\n\n[1] All nodes")])
+def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(tiny_engine, monkeypatch, finish, shown):
     docs = [("munge.md", f"{MUNGE} Start munged before the Slurm daemons."), ("ntp.md", "Keep clocks in sync.")]
     options = CopilotOptions(answer=AnswerOptions(gate="off"))
     copilot = Copilot(loading.load_engine(ModelOptions()), options, FakeRetriever(docs))
@@ -44,9 +52,9 @@ def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(
     events = list(copilot.answer("What must all nodes share for munge?"))
     final = events[-1]
     assert final.answer == raw and final.finish_reason == finish
-    assert final.shown == (f"[1] {MUNGE}" if collapsed else raw) == final.to_dict()["shown"]
+    assert final.shown == shown == final.to_dict()["shown"]
     # the markers (and the sources marked cited) are the shown text's: [2] cited only a repeat
-    assert final.citations.markers == ([1] if collapsed else [1, 2])
+    assert final.citations.markers == [1]
     assert [s["number"] for s in final.sources if s["cited"]] == final.citations.markers
     assert final.turn.answer == final.shown  # a follow-up sees the answer as shown
     view = Exchange("What must all nodes share for munge?")
