@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from app.copilot.events import Citations, Passage, Segment
@@ -52,6 +53,19 @@ def build_citations(
         segments=mark_quotes(
             provenance_segments(answer, output_ids, origins, decode), {p.number: p.text for p in passages}
         ),
+    )
+
+
+def of_shown_text(citations: Citations, shown: str, passages: Sequence[Passage]) -> Citations:
+    """`citations` for the text shown in place of the answer (repeats.py): its markers, and its quotes
+    found by text (the drafter's token origins belong to the answer as written)."""
+    markers = cited_numbers(shown)
+    existing = {p.number for p in passages}
+    return replace(
+        citations,
+        markers=markers,
+        invalid=[n for n in markers if n not in existing],
+        segments=mark_quotes([Segment(shown)], {p.number: p.text for p in passages}),
     )
 
 

@@ -307,10 +307,8 @@ class Copilot:
         decode = self.engine.tokenizer.decode
         citations = cite.build_citations(answer, ids, origins, passages, lambda t: decode(t, skip_special_tokens=True))
         displayed = shown_answer(answer, finish)  # as Final.shown
-        if displayed != answer:  # the markers, and so the sources marked cited, are those the user reads
-            markers = cite.cited_numbers(displayed)
-            existing = {p.number for p in passages}
-            citations = replace(citations, markers=markers, invalid=[n for n in markers if n not in existing])
+        if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
+            citations = cite.of_shown_text(citations, displayed, passages)
         grounding = check_grounding(
             answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
         )

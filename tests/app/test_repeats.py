@@ -56,6 +56,8 @@ def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(t
     # the markers (and the sources marked cited) are the shown text's: [2] cited only a repeat
     assert final.citations.markers == [1]
     assert [s["number"] for s in final.sources if s["cited"]] == final.citations.markers
+    assert "".join(s.text for s in final.citations.segments) == final.shown  # provenance of the shown text
+    assert {s.passage for s in final.citations.segments} == {None, 1}  # the munge sentence, quoted from [1]
     assert final.turn.answer == final.shown  # a follow-up sees the answer as shown
     view = Exchange("What must all nodes share for munge?")
     for event in events:
