@@ -18,19 +18,21 @@ Level = Literal["warning", "note"]
 def stats_parts(final: Final) -> list[str]:
     """Tokens, tok/s, tokens per pass, share copied, draft acceptance, first token, speculation, finish.
 
+    An answer decoded without speculation (`speculation none`, as on `llamacpp-f16`) leaves out the
+    drafting figures: "copied 0%" under an answer the provenance shows quoted word for word misled.
     A gated answer ran no model: its only part is the gate's reason for refusing it."""
     if final.gated:
         return [why_refused(final.relevance)]
     s = final.stats
     drafted = sum((s.get("drafted") or {}).values())
     acceptance = f"{s.get('acceptance_rate', 0.0):.0%}" if drafted else "n/a"
-    parts = [
-        f"{s.get('new_tokens', 0)} tokens",
-        f"{s.get('decode_tokens_per_s', 0.0):.1f} tok/s",
-        f"{s.get('tokens_per_pass', 0.0):.2f} tokens/pass",
-        f"copied {s.get('copied_share', 0.0):.0%}",
-        f"acceptance {acceptance}",
-    ]
+    parts = [f"{s.get('new_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0.0):.1f} tok/s"]
+    if s.get("speculation") != "none":  # decoded plainly: one token a pass, nothing copied or accepted
+        parts += [
+            f"{s.get('tokens_per_pass', 0.0):.2f} tokens/pass",
+            f"copied {s.get('copied_share', 0.0):.0%}",
+            f"acceptance {acceptance}",
+        ]
     if "time_to_first_token_s" in s:
         parts.append(f"first token {s['time_to_first_token_s']:.1f} s")
     if s.get("speculation"):

@@ -30,6 +30,8 @@ def test_stats_parts_name_speed_passes_copies_acceptance_first_token_and_how_it_
         "40 tokens", "12.3 tok/s", "2.50 tokens/pass", "copied 40%", "acceptance 75%", "first token 1.2 s",
         "speculation hybrid", "eos",
     ]  # fmt: skip
+    plain = dataclasses.replace(FINAL, stats=STATS | {"speculation": "none", "drafted": {}, "copied_share": 0.0})
+    assert stats_parts(plain) == ["40 tokens", "12.3 tok/s", "first token 1.2 s", "speculation none", "eos"]
     undrafted = dataclasses.replace(FINAL, stats=STATS | {"drafted": {}}, finish_reason="repeat")
     assert "acceptance n/a" in stats_parts(undrafted)
     assert stats_parts(undrafted)[-1] == "stopped: the answer was repeating itself"
