@@ -15,7 +15,7 @@ from pathlib import Path
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
 from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
-from app.copilot.summary import check_notes, stats_parts
+from app.copilot.summary import check_notes, shown_paths, stats_parts
 from core.errors import SpecragError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -86,8 +86,9 @@ def print_summary(final: Final) -> None:
     print(stats_line(final), file=sys.stderr)
     if final.sources:
         print("Sources:", file=sys.stderr)
+        paths = shown_paths(final.sources)
         for source in final.sources:
-            print(f"  {source_line(source)}", file=sys.stderr)
+            print(f"  {source_line(source, paths[source['number']])}", file=sys.stderr)
     for level, text in check_notes(final, code=lambda text: f"`{text}`"):
         print(f"  {level}: {text}", file=sys.stderr)
 
@@ -96,7 +97,7 @@ def stats_line(final: Final) -> str:
     return f"[{', '.join(stats_parts(final))}]"
 
 
-def source_line(source: dict) -> str:
+def source_line(source: dict, path: str) -> str:
     heading = f" › {source['heading']}" if source["heading"] else ""
     score = f", score {source['score']:.3f}" if source["score"] is not None else ""
     marks = []
@@ -105,7 +106,7 @@ def source_line(source: dict) -> str:
     if source["copied_tokens"]:
         marks.append(f"{source['copied_tokens']} tokens copied")
     suffix = f" - {', '.join(marks)}" if marks else ""
-    return f"[{source['number']}] {source['title'] or source['path']}{heading} ({source['path']}{score}){suffix}"
+    return f"[{source['number']}] {source['title'] or source['path']}{heading} ({path}{score}){suffix}"
 
 
 def answer_record(final: Final) -> dict:

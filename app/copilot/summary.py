@@ -6,8 +6,9 @@ order and which of them a withheld or gated answer shows are decided here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from app.copilot.events import Final
 from app.copilot.gate import weak_match_warning, why_refused
@@ -60,3 +61,15 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     if final.citations.invalid:
         notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
     return notes
+
+
+def shown_paths(sources: Sequence[dict[str, Any]]) -> dict[int, str]:
+    """Source number -> its path as an operator reads it.
+
+    Absolute paths lose the folders all of the answer's sources share: the index's cache folder
+    (`/root/.cache/specrag/corpora/slurm/html/`) says nothing, and took most of each source line.
+    What is left still tells two corpora apart (`slurm/html/squeue.html`, `runbooks/cvmfs.md`).
+    Relative paths are shown as they are."""
+    absolute = [s["path"] for s in sources if os.path.isabs(s["path"])]
+    common = os.path.commonpath([os.path.dirname(p) for p in absolute]) if absolute else ""
+    return {s["number"]: os.path.relpath(s["path"], common) if os.path.isabs(s["path"]) else s["path"] for s in sources}

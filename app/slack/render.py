@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
-from app.copilot.summary import check_notes, stats_parts
+from app.copilot.summary import check_notes, shown_paths, stats_parts
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
 FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specrag_feedback_down
@@ -116,10 +116,11 @@ def footer(final: Final, markdown: bool = False) -> str:
     """Sources (numbered: title, path), grounding warnings and the stats line."""
     bold, code = ("**", "`") if markdown else ("*", "`")
     lines = [f"{bold}Sources{bold}"]
+    paths = shown_paths(final.sources)
     for source in final.sources:
         title = escape(source["title"] or source["path"])
         heading = f" › {escape(source['heading'])}" if source["heading"] else ""
-        lines.append(f"{source['number']}. {title}{heading} — {code}{escape(source['path'])}{code}")
+        lines.append(f"{source['number']}. {title}{heading} — {code}{escape(paths[source['number']])}{code}")
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")
     for level, text in check_notes(final, code=lambda text: f"{code}{escape(text)}{code}"):

@@ -18,7 +18,7 @@ from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.gate import weak_match_warning
-from app.copilot.summary import stats_parts
+from app.copilot.summary import shown_paths, stats_parts
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -238,11 +238,13 @@ def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) 
 def sources_html(sources: Sequence[dict[str, Any]]) -> str:
     if not sources:
         return '<div class="sr-sources"><div class="sr-h">Sources</div>none</div>'
-    rows = "".join(source_row(s) for s in sources)
+    paths = shown_paths(sources)
+    rows = "".join(source_row(s, paths[s["number"]]) for s in sources)
     return f'<div class="sr-sources"><div class="sr-h">Sources</div>{rows}</div>'
 
 
-def source_row(source: dict[str, Any]) -> str:
+def source_row(source: dict[str, Any], path: str) -> str:
+    """One source, its `path` as shown (summary.shown_paths) and the full one on hover."""
     n = source["number"]
     heading = f" › {html.escape(source['heading'])}" if source.get("heading") else ""
     score = f" · score {source['score']:.3f}" if source.get("score") is not None else ""
@@ -253,7 +255,8 @@ def source_row(source: dict[str, Any]) -> str:
     title = html.escape(source.get("title") or source["path"])
     return (
         f'<details class="sr-source"><summary><span class="prov prov-c{n % PALETTE}">[{n}]</span> '
-        f'<b>{title}</b>{heading} <span class="sr-path">{html.escape(source["path"])}{score}</span>{badge}'
+        f'<b>{title}</b>{heading} <span class="sr-path" title="{html.escape(source["path"])}">'
+        f"{html.escape(path)}{score}</span>{badge}"
         f'</summary><pre class="sr-chunk">{html.escape(source.get("text", ""))}</pre></details>'
     )
 

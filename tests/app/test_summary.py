@@ -4,7 +4,7 @@ import dataclasses
 
 from app import ask
 from app.copilot import Citations, Final, GroundingItem, Turn
-from app.copilot.summary import check_notes, stats_parts
+from app.copilot.summary import check_notes, shown_paths, stats_parts
 from app.slack import render as slack_render
 from app.web import render as web_render
 
@@ -72,3 +72,25 @@ def test_ask_slack_and_the_web_chat_show_the_same_stats_and_checks(capsys):
     assert "  warning: command `scontrol drain <node>` is not found in the sources" in err
     assert ":warning: command `scontrol drain &lt;node&gt;` is not found in the sources" in footer
     assert "  note: `--gpus-per-node=2` is a source's option with your own values; check them" in err
+
+
+def test_source_paths_lose_the_folders_all_sources_share_and_keep_what_tells_them_apart():
+    cache = "/root/.cache/specrag/corpora"
+    slurm = [{"number": n, "path": f"{cache}/slurm/html/{name}"} for n, name in ((1, "squeue.html"), (2, "faq.html"))]
+    assert shown_paths(slurm) == {1: "squeue.html", 2: "faq.html"}
+    mixed = [*slurm, {"number": 3, "path": f"{cache}/runbooks/cvmfs-problems.md"}]
+    assert shown_paths(mixed) == {
+        1: "slurm/html/squeue.html", 2: "slurm/html/faq.html", 3: "runbooks/cvmfs-problems.md"
+    }  # fmt: skip
+    assert shown_paths([{"number": 4, "path": "runbooks/nodes-0.md"}]) == {4: "runbooks/nodes-0.md"}  # as given
+
+
+def test_every_front_end_shows_the_short_path(capsys):
+    path = "/root/.cache/specrag/corpora/slurm/html/squeue.html"
+    source = {"number": 1, "title": "squeue", "heading": "OPTIONS", "path": path, "score": 0.5, "cited": True,
+              "copied_tokens": 0, "text": "squeue -u $USER"}  # fmt: skip
+    final = dataclasses.replace(FINAL, sources=[source])
+    ask.print_summary(final)
+    assert "  [1] squeue › OPTIONS (squeue.html, score 0.500) - cited" in capsys.readouterr().err
+    assert "1. squeue › OPTIONS — `squeue.html`" in slack_render.footer(final)
+    assert f'<span class="sr-path" title="{path}">squeue.html · score 0.500</span>' in web_render.details_html(final)
