@@ -8,8 +8,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import BOT_TOKEN, mention
 from fake_slack import BOT_USER, TEAM
+from slack_helpers import BOT_TOKEN, mention
 
 from app.feedback import FeedbackStore
 from app.slack.bot import BridgeSettings, SlackBridge, build_app

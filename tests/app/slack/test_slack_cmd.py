@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import APP_TOKEN, BOT_TOKEN, mention
+from slack_helpers import APP_TOKEN, BOT_TOKEN, mention
 
 from app import cli
 from app.slack import render

@@ -4,8 +4,8 @@ import itertools
 import threading
 import time
 
-from conftest import OPTIONS, RecordingCopilot, mention
 from fake_slack import BOT_ID, BOT_USER
+from slack_helpers import OPTIONS, RecordingCopilot, mention
 
 from app.copilot import Turn, collect
 from app.slack import render

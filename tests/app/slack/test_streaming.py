@@ -4,7 +4,7 @@ import dataclasses
 import re
 
 import pytest
-from conftest import BOT_TOKEN, OPTIONS
+from slack_helpers import BOT_TOKEN, OPTIONS
 
 from app.copilot import GroundingItem, Status, Token, collect
 from app.slack import render
