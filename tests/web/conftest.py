@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -25,11 +26,27 @@ def build_fixture_index(tmp: Path) -> Path:
     return index
 
 
+def flat_pass_costs(model: Path, home: Path) -> None:
+    """Calibrate the server's tiny target with a flat pass-cost curve, so its drafting policy drafts.
+
+    Measured at the server's start instead, the curve followed the machine's load: with other
+    jobs on both cores the policy once drafted nothing, and the chat showed no provenance mark."""
+    from app.copilot import ModelOptions, loading
+    from generation.calibration import SIZES, setup_key
+    from generation.engine import calibration_extra
+
+    engine = loading.load_engine(ModelOptions(target=str(model), draft=str(model))).engine
+    key = setup_key(engine.target, calibration_extra(engine.target.model))
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "calibration.json").write_text(json.dumps({key: dict.fromkeys(map(str, SIZES), 1.0)}))
+
+
 @pytest.fixture(scope="session")
 def chat_server(tmp_path_factory):
     """A running `specrag chat` on the tiny model: yields (url, feedback_db, tmp dir)."""
     tmp = tmp_path_factory.mktemp("chat")
     model = save_chat_model(tmp / "tiny-chat-model")
+    flat_pass_costs(model, tmp / "home")  # running_chat's SPECRAG_HOME
     index = build_fixture_index(tmp)
     feedback = tmp / "feedback.db"
     args = [
