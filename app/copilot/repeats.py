@@ -43,23 +43,26 @@ def shown_answer(answer: str, finish_reason: str) -> str:
     An answer that ended on its own can repeat a sentence too ("[3] X ... [6] X"), and then
     shows it once; its code is left alone, where a repeated line can be a real step (the same
     command in two examples)."""
-    collapsed = collapse_repeats(answer, code=finish_reason == "repeat")
-    return answer if collapsed.split() == answer.split() else collapsed  # nothing dropped: the answer as written
+    return collapse_repeats(answer, code=finish_reason == "repeat")
 
 
 def collapse_repeats(text: str, code: bool = True) -> str:
     """`text` with each sentence or line that repeats an earlier one dropped, and a final unfinished
     unit dropped when it only restarts an earlier one; a code block left with no line goes whole.
-    With `code` False, only prose sentences are dropped, and the final unit is taken as finished."""
+    With `code` False, only prose sentences are dropped, and the final unit is taken as finished.
+    When nothing is dropped, `text` comes back as written, spacing and all."""
     raw_lines = text.split("\n")
     seen: set[str] = set()
+    dropped = False
 
     def keep(unit: str, last: bool) -> bool:
+        nonlocal dropped
         key = _key(unit)
-        if len(key) >= MIN_KEY_CHARS and key in seen:
+        if (len(key) >= MIN_KEY_CHARS and key in seen) or (
+            code and last and key and any(earlier.startswith(key) for earlier in seen)  # the restart the guard cut
+        ):
+            dropped = True
             return False
-        if code and last and key and any(earlier.startswith(key) for earlier in seen):
-            return False  # the restart the guard cut short
         seen.add(key)
         return True
 
@@ -72,7 +75,7 @@ def collapse_repeats(text: str, code: bool = True) -> str:
                 block = [line]
             else:
                 out.extend([*block, line] if len(block) > 1 else [])  # a block of repeats only goes whole
-                block = None
+                dropped, block = dropped or len(block) == 1, None
             continue
         if block is not None:
             if not code or keep(line, last_line) or not line.strip():
@@ -87,6 +90,9 @@ def collapse_repeats(text: str, code: bool = True) -> str:
                 markers += _LEADING_MARKERS.match(unit).group()
         if kept or not line.strip():
             out.append("".join(kept).rstrip())
-    if block is not None and len(block) > 1:
-        out.extend(block)  # still open where the answer stopped
+    if block is not None:
+        out.extend(block if len(block) > 1 else [])  # still open where the answer stopped
+        dropped = dropped or len(block) == 1
+    if not dropped:
+        return text
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()

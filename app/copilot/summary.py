@@ -25,10 +25,9 @@ def stats_parts(final: Final) -> list[str]:
     if final.gated:
         return [why_refused(final.relevance)]
     s = final.stats
-    drafted = sum((s.get("drafted") or {}).values())
-    acceptance = f"{s.get('acceptance_rate', 0.0):.0%}" if drafted else "n/a"
     parts = [f"{s.get('new_tokens', 0)} tokens", f"{s.get('decode_tokens_per_s', 0.0):.1f} tok/s"]
     if s.get("speculation") != "none":  # decoded plainly: one token a pass, nothing copied or accepted
+        acceptance = f"{s.get('acceptance_rate', 0.0):.0%}" if sum((s.get("drafted") or {}).values()) else "n/a"
         parts += [
             f"{s.get('tokens_per_pass', 0.0):.2f} tokens/pass",
             f"copied {s.get('copied_share', 0.0):.0%}",
