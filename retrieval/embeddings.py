@@ -132,17 +132,17 @@ class Embedder:
         vectors = self.model.encode(
             texts, batch_size=self.batch_size, show_progress_bar=progress, convert_to_tensor=True
         )
-        return _normalized(vectors)
+        return normalized_rows(vectors)
 
     def embed_query(self, text: str) -> np.ndarray:
         # One short query gains nothing from intra-op threads, and on a busy 2-core machine the
         # spinning OpenMP workers made a query ~30x slower (p95 620 ms vs 22 ms single-threaded).
-        with _torch_threads(1):
+        with torch_threads(1):
             vector = self.model.encode([text], show_progress_bar=False, convert_to_tensor=True)
-        return _normalized(vector)
+        return normalized_rows(vector)
 
 
-def _normalized(vectors: torch.Tensor) -> np.ndarray:
+def normalized_rows(vectors: torch.Tensor) -> np.ndarray:
     """Unit rows in float32 (normalising in bf16 would leave norms off by ~1e-3)."""
     array = vectors.float().cpu().numpy()
     array /= np.maximum(np.linalg.norm(array, axis=1, keepdims=True), 1e-12)
@@ -150,7 +150,7 @@ def _normalized(vectors: torch.Tensor) -> np.ndarray:
 
 
 @contextmanager
-def _torch_threads(count: int) -> Iterator[None]:
+def torch_threads(count: int) -> Iterator[None]:
     import torch
 
     previous = torch.get_num_threads()

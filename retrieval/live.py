@@ -21,9 +21,9 @@ import logging
 import threading
 from pathlib import Path
 
-from retrieval.embeddings import Embedder
 from retrieval.errors import RetrievalError
 from retrieval.manifest import IndexSettings
+from retrieval.query_embedder import QueryModel
 from retrieval.retriever import Retriever, ScoredChunk, Snapshot, load_snapshot, trusted_embedder
 from retrieval.store import CURRENT, default_index_dir
 
@@ -37,7 +37,7 @@ class LiveRetriever(Retriever):
     def __init__(
         self,
         index_dir: Path | None = None,
-        embedder: Embedder | None = None,
+        embedder: QueryModel | None = None,
         model: str | Path | None = None,
         mode: str = "hybrid",
     ) -> None:
@@ -51,7 +51,7 @@ class LiveRetriever(Retriever):
         self._snapshot: Snapshot = load_snapshot(self.index_dir, self._embedder_for)
 
     @property
-    def embedder(self) -> Embedder | None:
+    def embedder(self) -> QueryModel | None:
         """The embedding model of the generation being served (its id keys the relevance gate)."""
         return self._embedder
 
@@ -88,7 +88,7 @@ class LiveRetriever(Retriever):
         except OSError:
             return None
 
-    def _embedder_for(self, settings: IndexSettings) -> Embedder:
+    def _embedder_for(self, settings: IndexSettings) -> QueryModel:
         """Reuse the loaded model while the index keeps its model; load the new one if trusted."""
         if self._embedder is None or self._embedder.model_id != settings.model:
             self._embedder = self._trusted(settings)

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from retrieval import query_embedder
 from retrieval.chunking import Chunk
-from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder, resolve_model
+from retrieval.embeddings import DEFAULT_MODEL_NAME, resolve_model
 from retrieval.errors import IndexCorruptError, IndexMismatchError, InvalidArgumentError, RetrievalError
 from retrieval.fusion import RRF_K, reciprocal_rank_fusion
 from retrieval.index import Hits, HybridIndex
 from retrieval.manifest import IndexSettings, load_manifest, roots_of, settings_of
+from retrieval.query_embedder import QueryModel
 from retrieval.store import check_generation, default_index_dir, pin_live, rebuild_hint, sweep
 
 # RRF window: each retriever's top 20 (or top k if larger) is fused. Deeper windows let chunks
@@ -74,7 +76,7 @@ class SingleRetriever(Retriever):
 class DenseRetriever(SingleRetriever):
     name = "dense"
 
-    def __init__(self, index: HybridIndex, embedder: Embedder) -> None:
+    def __init__(self, index: HybridIndex, embedder: QueryModel) -> None:
         super().__init__(index)
         self.embedder = embedder
 
@@ -97,7 +99,7 @@ class HybridRetriever(Retriever):
     def __init__(
         self,
         index: HybridIndex,
-        embedder: Embedder,
+        embedder: QueryModel,
         candidates: int = CANDIDATES,
         rrf_k: int = RRF_K,
         weights: dict[str, float] | None = None,
@@ -126,7 +128,7 @@ class Snapshot:
     retriever: HybridRetriever
 
 
-EmbedderFor = Callable[[IndexSettings], Embedder]
+EmbedderFor = Callable[[IndexSettings], QueryModel]
 
 
 def load_snapshot(index_dir: Path, embedder_for: EmbedderFor) -> Snapshot:
@@ -172,12 +174,12 @@ def trusted_embedder(index_dir: Path, model: str | Path | None = None) -> Embedd
     """Load the index's model only if it is the packaged default or the one the caller named:
     a model path in a manifest is data from disk, and loading a model can run its code."""
 
-    def load(settings: IndexSettings) -> Embedder:
+    def load(settings: IndexSettings) -> QueryModel:
         named = resolve_model(model)[0] if model is not None else None
         if settings.model == DEFAULT_MODEL_NAME and named in (None, DEFAULT_MODEL_NAME):
-            return Embedder.load()
+            return query_embedder.load_query_embedder()
         if named == settings.model:
-            return Embedder.load(model)
+            return query_embedder.load_query_embedder(model)
         raise IndexMismatchError(
             f"{index_dir} was built with the embedding model {settings.model}; pass --model {settings.model} "
             f"if you trust it, or {rebuild_hint(index_dir)}"
@@ -186,12 +188,12 @@ def trusted_embedder(index_dir: Path, model: str | Path | None = None) -> Embedd
     return load
 
 
-def given_embedder(embedder: Embedder) -> EmbedderFor:
+def given_embedder(embedder: QueryModel) -> EmbedderFor:
     return lambda settings: embedder
 
 
 def open_index(
-    index_dir: Path | None = None, embedder: Embedder | None = None, model: str | Path | None = None
+    index_dir: Path | None = None, embedder: QueryModel | None = None, model: str | Path | None = None
 ) -> HybridRetriever:
     """A retriever over the live generation as it is now (see retrieval.live for one that follows
     new generations). Its model is `embedder`, else the index's model if trusted (trusted_embedder)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,3 +32,13 @@ class FakeEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.vector(text)[None, :]
+
+
+def every_model_load_gives(monkeypatch: Any, make: Callable[[], Any]) -> None:
+    """Route both model loads, ingest's `Embedder.load` and the query side's `load_query_embedder`
+    (what `open_index` and the CLI's search call), to make()."""
+    from retrieval import query_embedder
+    from retrieval.embeddings import Embedder
+
+    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": make()))
+    monkeypatch.setattr(query_embedder, "load_query_embedder", lambda model=None, precision="auto": make())

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from retrieval_fakes import every_model_load_gives
 
 from app import bench_retrieval
-from retrieval.embeddings import Embedder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 QUESTIONS = [
@@ -41,7 +41,7 @@ CONVERSATIONS = [
 
 
 def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, minilm, capsys):
-    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": minilm))
+    every_model_load_gives(monkeypatch, lambda: minilm)
     questions = tmp_path / "questions.jsonl"
     questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
     out = tmp_path / "results" / "bench.json"

@@ -1,7 +1,7 @@
 """Fault injection, one test per defect of issue 12, each asserting the outcome: no data loss,
 a one-line message that says what to do (exit code 2 from the CLI), and no traceback.
 
-The embedder is the fake one everywhere (Embedder.load is patched where the CLI would load the
+The embedder is the fake one everywhere (every_model_load_gives patches where the CLI would load the
 real model), so every case runs in well under a second.
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from retrieval_fakes import FakeEmbedder
+from retrieval_fakes import FakeEmbedder, every_model_load_gives
 
 from app.cli import main
 from retrieval import scan as scan_module
-from retrieval.embeddings import DEFAULT_MODEL_NAME, Embedder
+from retrieval.embeddings import DEFAULT_MODEL_NAME
 from retrieval.errors import IndexCorruptError, IndexMismatchError, RetrievalError
 from retrieval.index import CHUNKS, VECTORS, load_rows
 from retrieval.ingest import IngestOptions, ingest
@@ -36,15 +36,15 @@ def fake() -> FakeEmbedder:
 @pytest.fixture
 def no_real_model(monkeypatch):
     """The CLI's model loads get the fake embedder, under the default model's name."""
-    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": fake()))
+    every_model_load_gives(monkeypatch, fake)
 
 
 @pytest.fixture
 def no_model_at_all(monkeypatch):
-    def refuse(cls, model=None, precision="auto"):
+    def refuse():
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(Embedder, "load", classmethod(refuse))
+    every_model_load_gives(monkeypatch, refuse)
 
 
 @pytest.fixture

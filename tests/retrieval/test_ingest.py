@@ -4,9 +4,8 @@ import os
 from pathlib import Path
 
 import pytest
-from retrieval_fakes import FakeEmbedder
+from retrieval_fakes import FakeEmbedder, every_model_load_gives
 
-from retrieval.embeddings import Embedder
 from retrieval.errors import RetrievalError
 from retrieval.ingest import IngestOptions, ingest
 from retrieval.retriever import open_index
@@ -26,10 +25,10 @@ def live(index_dir: Path) -> str:
 def no_model_loading(monkeypatch):
     """Fail loudly if the ingest tries to load a real embedding model."""
 
-    def refuse(cls, model=None):
+    def refuse():
         raise AssertionError("the embedding model was loaded")
 
-    monkeypatch.setattr(Embedder, "load", classmethod(refuse))
+    every_model_load_gives(monkeypatch, refuse)
 
 
 def test_first_ingest_indexes_every_supported_file(docs, tmp_path, fake):

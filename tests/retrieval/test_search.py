@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from retrieval_fakes import FakeEmbedder
+from retrieval_fakes import FakeEmbedder, every_model_load_gives
 
 import corpora
 import corpora.slurm
@@ -142,7 +142,7 @@ def cli(argv: list[str]) -> argparse.Namespace:
 
 @pytest.fixture
 def reuse_minilm(monkeypatch, minilm):
-    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": minilm))
+    every_model_load_gives(monkeypatch, lambda: minilm)
 
 
 def test_cli_ingest_then_search_json(tmp_path, capsys, reuse_minilm):
@@ -179,6 +179,6 @@ def test_cli_ingest_reports_skips_in_text(tmp_path, capsys, reuse_minilm):
 def test_named_corpora(tmp_path, monkeypatch, capsys):
     assert ingest_cmd.corpus_path("runbooks") == corpora.bundled_runbooks_dir()
     monkeypatch.setattr(corpora.slurm, "ensure_slurm_docs", lambda cache_dir=None: FIXTURES / "html")
-    monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": FakeEmbedder()))
+    every_model_load_gives(monkeypatch, FakeEmbedder)
     assert ingest_cmd.run(cli(["ingest", "--corpus", "slurm", "--index", str(tmp_path / "index"), "--json"])) == 0
     assert [Path(p).name for p in json.loads(capsys.readouterr().out)["added"]] == ["backup.html"]
