@@ -69,7 +69,19 @@ def resolve_precision(precision: str) -> str:
     return precision
 
 
-class Embedder:
+class CountsTokens:
+    """`count_tokens` for an embedder holding `tokenizer` and `_counter` (from token_counter)."""
+
+    tokenizer: PreTrainedTokenizerBase
+    _counter: Tokenizer | None
+
+    def count_tokens(self, text: str) -> int:
+        if self._counter is not None:
+            return count_tokens_with(self._counter, text)
+        return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
+class Embedder(CountsTokens):
     """A loaded sentence-transformers model: token counting for the chunker, normalised vectors.
 
     precision "bfloat16" casts the weights to bf16; vectors are normalised in float32 afterwards.
@@ -101,12 +113,8 @@ class Embedder:
 
             self.model.to(torch.bfloat16)
         self.tokenizer = self.model.tokenizer
-        # Count with the model folder's tokenizer.json when there is one: worker processes that
-        # chunk files (parallel_load) load that same file, so both count identically by construction.
         self.tokenizer_file = tokenizer_file_of(path)
-        self._counter = (
-            file_tokenizer(self.tokenizer_file) if self.tokenizer_file else _plain_rust_tokenizer(self.tokenizer)
-        )
+        self._counter = token_counter(self.tokenizer_file, self.tokenizer)
 
     @classmethod
     def load(cls, model: str | Path | None = None, precision: str = "auto") -> Embedder:
@@ -120,11 +128,6 @@ class Embedder:
     def max_tokens(self) -> int:
         """Tokens the model reads per text, special tokens included; longer texts are truncated."""
         return int(self.model.max_seq_length)
-
-    def count_tokens(self, text: str) -> int:
-        if self._counter is not None:
-            return count_tokens_with(self._counter, text)
-        return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def embed_documents(self, texts: list[str], progress: bool = False) -> np.ndarray:
         if not texts:
@@ -179,6 +182,12 @@ def file_tokenizer(tokenizer_file: Path) -> Tokenizer:
 def count_tokens_with(counter: Tokenizer, text: str) -> int:
     """Tokens of text without special tokens: the one count the chunker and the embedder share."""
     return len(counter.encode(text, add_special_tokens=False).ids)
+
+
+def token_counter(tokenizer_file: Path | None, tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:
+    """The model folder's tokenizer.json when there is one: worker processes that chunk files
+    (parallel_load) load that same file, so both count identically by construction."""
+    return file_tokenizer(tokenizer_file) if tokenizer_file else _plain_rust_tokenizer(tokenizer)
 
 
 def _plain_rust_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from retrieval.embeddings import (
+    CountsTokens,
     Embedder,
-    count_tokens_with,
-    file_tokenizer,
     normalized_rows,
     resolve_model,
     resolve_precision,
+    token_counter,
     tokenizer_file_of,
     torch_threads,
 )
@@ -71,7 +71,7 @@ def plain_recipe(path: Path) -> dict[str, Any] | None:
     }
 
 
-class QueryEmbedder:
+class QueryEmbedder(CountsTokens):
     """Embeds questions with transformers alone, as sentence-transformers embeds them (see module doc).
 
     Same interface as `Embedder` for the retriever: `model_id`, `path`, `dim`, `max_tokens`,
@@ -101,12 +101,7 @@ class QueryEmbedder:
         self.pooling, self.dim, self.max_tokens = recipe["pooling"], recipe["dim"], recipe["max_tokens"]
         self.normalize = recipe["normalize"]
         self.tokenizer_file = tokenizer_file_of(path)
-        self._counter = file_tokenizer(self.tokenizer_file) if self.tokenizer_file else None
-
-    def count_tokens(self, text: str) -> int:
-        if self._counter is not None:
-            return count_tokens_with(self._counter, text)
-        return len(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        self._counter = token_counter(self.tokenizer_file, self.tokenizer)
 
     def embed_documents(self, texts: list[str], progress: bool = False) -> np.ndarray:
         if not texts:
