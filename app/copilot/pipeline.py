@@ -25,7 +25,7 @@ from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
 from app.copilot.repeats import shown_answer
-from app.copilot.withhold import PLACEHOLDER, CitationGuard, ContactGuard, withheld_notice
+from app.copilot.withhold import CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
 
@@ -290,7 +290,7 @@ class Copilot:
         rest = cited.feed(guard.flush()) + cited.flush()
         if rest:
             yield Token(rest, [], [], stats)
-        finish = "withheld" if guard.notice or cited.notice == PLACEHOLDER else event.finish_reason or "length"
+        finish = "withheld" if guard.notice or cited.tripped else event.finish_reason or "length"
         yield self._final(prepared, "".join(text), ids, origins, finish, stats, cited_notice=cited.notice)
 
     def _final(

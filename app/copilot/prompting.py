@@ -49,10 +49,16 @@ def build_messages(
 
 
 def user_content(question: str, passages: Sequence[Passage]) -> str:
-    """Each passage under its own `Source n (title › heading):` line, then the question and the reminder."""
+    """Each passage under its own `Source n (title › heading):` line, then the question and the reminder.
+
+    The passages are listed best last, nearest the question, numbers unchanged (Source 5 ...
+    Source 1): a small model leans on what it read last. Measured on 20 dev questions
+    (session 19, llamacpp-f16): keyword recall 0.383 -> 0.450 (5 up, 2 down), commands
+    grounded 35/45 -> 50/62, abstention and refusals unchanged.
+    """
     if not passages:
         return f"Question: {question}"
-    blocks = [_header(p) + p.text.strip() for p in passages]
+    blocks = [_header(p) + p.text.strip() for p in reversed(passages)]
     return "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{REMINDER}"
 
 

@@ -21,7 +21,10 @@ text is held back until a valid [n] appears, which for a normal answer is its fi
 tokens, so nothing uncited ever streams. The same guard trips on the prompt's own `[n]`
 placeholder written into the answer's prose as a value: "The on-call administrator is [n],
 and their pager number is [n]" (held-out `059`, which this rule was written after reading)
-had nothing to say and said it in the template's words.
+had nothing to say and said it in the template's words. With the passages listed best last
+(session 20) the same question got "is [4], and their pager number is [5]": the source numbers
+written as the values. A marker after a bare "is"/"are"/"was"/"were" that ends the clause
+trips the guard the same way (no other answer of 116 distinct eval answers on record has one).
 
 While the answer streams, `ContactGuard` shows its text only up to where no contact can
 still be forming (a trailing run of digits and separators, a last word that may be or
@@ -52,6 +55,17 @@ _TEMPLATE = re.compile(r"\[[nN]\]")
 _TEMPLATE_TAIL = re.compile(r"\[[nN]?\Z")
 PLACEHOLDER = (
     f"{WITHHELD} left the prompt's [n] placeholder where a value or source belongs, so it is not shown. "
+    "Check the sources listed below."
+)
+# a source number written as the value itself: "the on-call administrator is [4], and their pager number is
+# [5]." A citation follows a statement; after a bare "is" and before the clause ends, it is the statement.
+# "The command is [1]:" (a code block follows) and "is described in [2]" are left alone.
+_COPULA = r"\b(?:is|are|was|were)\s+"
+_MARKER_AS_VALUE = re.compile(_COPULA + r"(?:\[\d+\]\s*)+(?:[,.;!?]|(?:and|or)\b)")
+_MARKER_AS_VALUE_AT_END = re.compile(_COPULA + r"(?:\[\d+\]\s*)+\Z")
+_MARKER_AS_VALUE_TAIL = re.compile(_COPULA + r"(\[[\d\[\]\s]*(?:an?|o)?)\Z")  # still undecided: held back
+MARKER_AS_VALUE = (
+    f'{WITHHELD} wrote a source number where a value belongs ("is [4]"), so it is not shown. '
     "Check the sources listed below."
 )
 UNCITED = (
@@ -129,7 +143,12 @@ class CitationGuard:
         self.cited = not self._numbers
         self._text = ""
         self._released = 0
-        self.notice = ""  # not '': the answer wrote the placeholder, or ended without citing any passage
+        self.notice = ""  # not '': the answer wrote a marker as a value, or ended without citing any passage
+
+    @property
+    def tripped(self) -> bool:
+        """The prose wrote a marker where a value belongs: the answer is withheld and generation stops."""
+        return self.notice in (PLACEHOLDER, MARKER_AS_VALUE)
 
     def feed(self, delta: str) -> str:
         """Take the next shown piece of the answer; return what may now be shown."""
@@ -138,19 +157,25 @@ class CitationGuard:
         if not self._numbers:
             return delta
         self._text += delta
-        if _TEMPLATE.search(prose_so_far(self._text)):
-            self.notice = PLACEHOLDER
+        prose = prose_so_far(self._text)
+        if _TEMPLATE.search(prose) or _MARKER_AS_VALUE.search(prose):
+            self.notice = PLACEHOLDER if _TEMPLATE.search(prose) else MARKER_AS_VALUE
             return ""
         if not self.cited:
             self.cited = bool(self._numbers.intersection(cited_numbers(self._text)))
             if not self.cited:
                 return ""
-        tail = _TEMPLATE_TAIL.search(self._text)  # "[" or "[n" may still become the placeholder
-        return self._release(tail.start() if tail else len(self._text))
+        # "[" or "[n" may still become the placeholder, "is [4]" a marker written as a value
+        held = [m.start() for m in (_TEMPLATE_TAIL.search(self._text),) if m]
+        held += [m.start(1) for m in (_MARKER_AS_VALUE_TAIL.search(self._text),) if m]
+        return self._release(min(held, default=len(self._text)))
 
     def flush(self) -> str:
         """The answer ended: the held-back rest, or '' and the UNCITED notice when it cited no passage."""
         if not self._numbers or self.notice:
+            return ""
+        if _MARKER_AS_VALUE_AT_END.search(prose_so_far(self._text)):
+            self.notice = MARKER_AS_VALUE
             return ""
         if not self.cited:
             self.notice = UNCITED if self._text.strip() else ""

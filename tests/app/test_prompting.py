@@ -36,7 +36,9 @@ def test_messages_number_the_passages_before_the_question():
         assert word in SYSTEM_PROMPT
     user = messages[-1]["content"]
     assert "Source 1 (slurm.md):\nscontrol update state=drain" in user and "/srv/docs" not in user
-    assert user.index("Source 2 (sinfo › Reasons):\nsinfo -R") < user.index("Question: How do I drain a node?")
+    # best passage last, nearest the question, numbered as retrieval ranked it
+    assert user.index("Source 2 (sinfo › Reasons):\nsinfo -R") < user.index("Source 1 (slurm.md)")
+    assert user.index("Source 1 (slurm.md)") < user.index("Question: How do I drain a node?")
     assert "[1]" not in user  # the answer's opening [n] must not be followed, in the prompt, by a title to copy
     assert user.endswith("Question: How do I drain a node?\n" + REMINDER)
 

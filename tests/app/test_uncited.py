@@ -9,7 +9,7 @@ from copilot_fakes import FakeRetriever, script_answer
 from app.cli_options import add_answer_args, answer_options
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, collect, loading
 from app.copilot.events import Token
-from app.copilot.withhold import PLACEHOLDER, UNCITED, WITHHELD, CitationGuard
+from app.copilot.withhold import MARKER_AS_VALUE, PLACEHOLDER, UNCITED, WITHHELD, CitationGuard
 from app.eval.abstention import abstains
 from app.eval.questions import Question
 from app.eval.runner import abstention_record
@@ -50,6 +50,37 @@ def test_the_prompts_placeholder_in_prose_trips_the_guard_before_it_shows():
     assert shown == "[3] The meeting page [5] lists it. The on-call administrator is " and "[n" not in shown
     assert guard.notice == PLACEHOLDER and PLACEHOLDER.startswith(WITHHELD) and abstains(PLACEHOLDER)
     assert guard.feed(" More words.") == ""  # nothing after the trip
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["[3] The on-call administrator tonight is [", "4], and their pager number is [5]."],
+        ["[3] The default account is [2][4]", "."],
+        ["[1] The limit is [2] ", "or less."],
+        ["[1] The pager number is [5]"],  # the answer ends on it
+    ],
+)
+def test_a_source_number_written_as_the_value_trips_the_guard_before_it_shows(pieces):
+    guard = CitationGuard([1, 2, 3, 4, 5])
+    shown = feed_all(guard, pieces)
+    assert guard.notice == MARKER_AS_VALUE and guard.tripped and abstains(MARKER_AS_VALUE)
+    assert shown == "".join(pieces).split(" is [")[0] + " is "  # held from the marker on: it never shows
+    assert guard.feed(" More.") == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[1] The command is [2]:\n```\nscontrol update NodeName=n1 State=DRAIN\n```",  # the value follows
+        "[1] This is described in [2], and the limit is 10 [3].",
+        "[1] Drain it [2]. It is [3] a safe way to stop new jobs.",
+        "[1] Set `x is [2].` in the config [3].",  # code, not prose
+    ],
+)
+def test_a_marker_that_cites_a_statement_after_is_is_shown(text):
+    guard = CitationGuard([1, 2, 3])
+    assert feed_all(guard, list(text)) == text and not guard.notice and not guard.tripped
 
 
 def test_a_bracket_that_does_not_become_the_placeholder_is_shown_and_code_may_hold_it():
@@ -106,6 +137,16 @@ def test_the_pipeline_stops_at_the_placeholder(tiny_engine, monkeypatch):
     assert shown.startswith("[1] Drain it first.") and "[n" not in shown
     assert final.withheld == PLACEHOLDER and final.finish_reason == "withheld" and final.turn.refused
     assert "More." not in final.answer  # generation stopped at the placeholder
+
+
+@pytest.mark.withholds_uncited
+def test_the_pipeline_stops_at_a_source_number_written_as_the_value(tiny_engine, monkeypatch):
+    answer = "[1] The on-call administrator is [2], and their pager number is [1]. " + "More. " * 20
+    events = list(copilot_saying(tiny_engine, monkeypatch, answer).answer("Who is on call?"))
+    final, shown = events[-1], "".join(e.text for e in events if isinstance(e, Token))
+    assert shown == "[1] The on-call administrator is "
+    assert final.withheld == MARKER_AS_VALUE and final.shown == MARKER_AS_VALUE and final.finish_reason == "withheld"
+    assert final.turn.refused and "More." not in final.answer
 
 
 @pytest.mark.withholds_uncited
