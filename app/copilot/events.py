@@ -75,6 +75,13 @@ class GroundingItem:
     nearest: str = ""  # not found: the closest line or option a passage does have (nearest.py), if any
     nearest_source: int | None = None  # ... and that passage's number
     adapted: bool = False  # found with the user's own values (numbers, <placeholders>, the question's words)
+    holders: tuple[int, ...] = ()  # found verbatim: the passages that hold it (attribution.py)
+    cited: tuple[int, ...] = ()  # the markers of the sentence it stands in, () if that cites none
+
+    @property
+    def misattributed(self) -> bool:
+        """Its sentence cites only sources that do not hold it, while another one does."""
+        return bool(self.cited and self.holders) and not set(self.cited) & set(self.holders)
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,11 @@ class Final:
     @property
     def ungrounded(self) -> list[GroundingItem]:
         return [item for item in self.grounding if not item.found]
+
+    @property
+    def misattributed(self) -> list[GroundingItem]:
+        """Items copied from a source other than the one their sentence cites (attribution.py)."""
+        return [item for item in self.grounding if item.misattributed]
 
     @property
     def adapted(self) -> list[GroundingItem]:

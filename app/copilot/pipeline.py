@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.copilot import citations as cite
 from app.copilot import gate, loading
+from app.copilot.attribution import attribute
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.copied_code import CopiedCode
 from app.copilot.events import Event, Final, Passage, Status, Token, Turn
@@ -309,9 +310,9 @@ class Copilot:
         displayed = shown_answer(answer, finish)  # as Final.shown
         if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
             citations = cite.of_shown_text(citations, displayed, passages)
-        grounding = check_grounding(
-            answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
-        )
+        texts = {p.number: shown_text(p) for p in passages}
+        checked = check_grounding(answer, list(texts.values()), prepared.question, list(texts))
+        grounding = attribute(answer, checked, texts)
         notice = withheld_notice(grounding) or cited_notice
         # the sources list marks what the shown text cites: nothing, when the answer is withheld
         listed = cite.no_citations(passages) if notice else citations

@@ -33,9 +33,11 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     unanswerable = [r for r in ok if r.get("unanswerable")]
     answered = [r for r in ok if "answer" in r]
     speaking = [r for r in answered if not _abstained(r)]
-    found, listed, adapted, flagged = 0, 0, 0, 0
+    found, listed, adapted, flagged, attributed, misattributed = 0, 0, 0, 0, 0, 0
     for row in speaking:
         grounding = row["answer"]["grounding"]
+        attributed += grounding.get("attributed", 0)  # rows written before session 20 have none
+        misattributed += len(grounding.get("misattributed", ()))
         # rows written before specifics were checked have no by_kind: every item was a command kind
         kinds = grounding.get("by_kind") or {"command": {"items": grounding["items"], "found": grounding["found"]}}
         for kind, counts in kinds.items():
@@ -53,6 +55,9 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "commands_grounded": f"{found}/{listed}" + (f" ({found / listed:.2f})" if listed else ""),
         "commands_adapted": adapted,  # of the grounded: with the user's own values in a source's command
         "specifics_flagged": flagged,
+        # of the copied items whose sentence cites a source, those that source holds
+        "cited_source_holds": f"{attributed - misattributed}/{attributed}"
+        + (f" ({(attributed - misattributed) / attributed:.2f})" if attributed else ""),
         "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
         "mrr": _mean([_metric(r, "mrr") for r in answerable]),
     }

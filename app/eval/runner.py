@@ -100,6 +100,9 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             # the closest line a passage has, for each ungrounded item that has one (app/copilot/nearest.py)
             "nearest": {item.text: [item.nearest, item.nearest_source] for item in final.ungrounded if item.nearest},
             "by_kind": grounding_by_kind(items),
+            # copied items whose sentence cites a source: how many, and those the cited source lacks (attribution.py)
+            "attributed": sum(bool(item.cited and item.holders) for item in items),
+            "misattributed": [item.text for item in final.misattributed],
         },
     }
 

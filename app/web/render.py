@@ -18,7 +18,7 @@ from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.gate import weak_match_warning
-from app.copilot.summary import shown_paths, stats_parts
+from app.copilot.summary import misattribution, shown_paths, stats_parts
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -226,6 +226,11 @@ def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = ()) 
         "check them</div>"
         for item in items
         if item.found and item.adapted
+    )
+    note += "".join(
+        f'<div class="sr-ok">↳ {misattribution(item, lambda text: f"<code>{html.escape(text)}</code>")}</div>'
+        for item in items
+        if item.misattributed
     )
     if not lines:
         return note

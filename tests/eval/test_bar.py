@@ -40,3 +40,12 @@ def test_rows_without_per_kind_counts_score_all_items_as_commands():
     old = row("q1", cited=[1])
     old["answer"]["grounding"] = {"items": 3, "found": 2}
     assert by_split([old])["dev"]["commands_grounded"] == "2/3 (0.67)"
+
+
+def test_cited_sources_that_hold_their_items_are_counted_where_rows_record_them():
+    right, wrong, old = row("q1", cited=[1]), row("q2", cited=[2]), row("q4", cited=[1])
+    right["answer"]["grounding"] |= {"attributed": 3, "misattributed": ["MaxJobs"]}
+    wrong["answer"]["grounding"] |= {"attributed": 1, "misattributed": ["--begin"]}
+    dev = by_split([right, wrong, old])["dev"]  # q4 predates the check: it adds nothing
+    assert dev["cited_source_holds"] == "2/4 (0.50)"
+    assert by_split([old])["dev"]["cited_source_holds"] == "0/0"

@@ -72,6 +72,7 @@ def test_eval_writes_rows_report_and_plots(tmp_path, fake_index, loaded_tiny, ca
         assert set(row["answer"]) >= {"text", "keyword_recall", "exact_match", "f1", "citations", "grounding"}
         grounding = row["answer"]["grounding"]
         assert set(grounding["nearest"]) <= set(grounding["ungrounded"])  # pointers only for items not found
+        assert 0 <= len(grounding["misattributed"]) <= grounding["attributed"] <= grounding["found"]
         assert row["abstention"]["correct"] == (row["abstention"]["abstained"] == row["unanswerable"])
         assert row["speed"]["speculation"] == "hybrid" and row["speed"]["tokens_per_pass"] >= 1
         assert row["speed"]["code_steered"] >= 0  # decoding kept code to the sources (copied_code.py)

@@ -52,6 +52,11 @@ def test_ungrounded_items_are_flagged_not_found_and_html_is_escaped():
     assert "<code>srun --gpus-per-node=volta:2</code>: a source's code with your own values" in shown
     pointer = GroundingItem("scontrol update State=IDLE", "code", False, "scontrol update State=<RESUME>", 2)
     assert "; nearest in [2]: <code>scontrol update State=&lt;RESUME&gt;</code>" in render.grounding_html([pointer])
+    elsewhere = GroundingItem("MaxJobs<4>", "code", True, holders=(3,), cited=(1, 4))
+    assert "<code>MaxJobs&lt;4&gt;</code> is in [3], not in [1], [4] that its sentence cites" in render.grounding_html(
+        [elsewhere]
+    )
+    assert "its sentence cites" not in render.grounding_html([GroundingItem("MaxJobs", "code", True, holders=(3,))])
 
 
 def test_sources_show_title_heading_path_score_and_the_chunk_on_expand():
