@@ -10,7 +10,8 @@ a comparable form:
 - phone: 7-15 digits, in groups (`+41 22 767 1111`, `555-0134`) or one run (`1234567890`):
   the same digits, separators ignored, as such a number of a passage; dates, times, IP
   addresses and version numbers are not phone numbers. One that follows a word naming an
-  identifier (job, task, array, port, ticket...) on its line, with no contact word (phone,
+  identifier (job, task, array, port, ticket...) or a setting's value (value, default,
+  maximum...) on its line, with no contact word (phone,
   pager, call...) there, is listed as a `number` instead and matched alike: a job id or a
   task range is a claim to check, not a contact to withhold (withhold.py);
 - quantity: a number with a time, size, percent, rate, power or temperature unit: the same
@@ -44,7 +45,8 @@ _HOST = re.compile(rf"(?<![\w.@/-])(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+(?:{_TL
 _PHONE = re.compile(r"(?<![\w.:/=%-])\+?(?:\(\d{1,4}\)[ .-]?)?\d{1,15}(?:[ .-]\d{2,5}){0,4}(?![\w:/%]|[.-]\d)")
 # the words before a phone-shaped number that make it an identifier, unless a contact word is there too
 _IDENTIFIER_WORD = re.compile(
-    r"\b(?:jobs?|jobid|tasks?|arrays?|steps?|pids?|process|ports?|[ug]id|ids?|tickets?|version|build|serial|commit|range)\b",
+    r"\b(?:jobs?|jobid|tasks?|arrays?|steps?|pids?|process|ports?|[ug]id|ids?|tickets?|version|build|serial|commit|range"
+    r"|value|default|maximum|minimum|limit)\b",  # ... or a setting's value ("the default value is 1000000000")
     re.I,
 )
 _CONTACT_WORD = re.compile(

@@ -165,6 +165,11 @@ def test_a_phone_shaped_job_id_or_task_range_is_a_number_flagged_but_not_withhel
     assert items == {"12345678": ("number", False), "1000-2000": ("number", False), "555-0134": ("phone", False)}
     assert specifics("Cancel job 12345678 [1].", "Why did job 12345678 fail?") == {"12345678": ("number", True)}
     assert withheld_notice(check_grounding("Cancel job 12345678 and tasks 1000-2000 [1].", SOURCES, "")) == ""
+    # a setting's value (a dev answer's invented MaxJobId default) is a claim to check, not a contact
+    setting = "[4] MaxJobId: the largest job ID. The default value is 1000000000."
+    assert specifics(setting) == {"1000000000": ("number", False)}
+    assert withheld_notice(check_grounding(setting, SOURCES, "")) == ""
+    assert specifics("The maximum wait is over: call 5551234567 [1].")["5551234567"][0] == "phone"  # contact word
 
 
 def test_contacts_and_hosts_are_found_only_when_a_source_has_them():
