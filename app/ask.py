@@ -11,10 +11,12 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
 from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
+from app.copilot.options import one_question_context
 from app.copilot.summary import check_notes, shown_paths, stats_parts
 from core.errors import SpecragError
 
@@ -48,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
     checked_question(args.question)  # before the models load: that takes a while
     paragraphs = [(name, text) for name in args.context_file for text in read_paragraphs(Path(name))]
     passages = [Passage(i + 1, text, Path(name).name) for i, (name, text) in enumerate(paragraphs)] or None
+    if passages is None:  # retrieved passages have a known size: no KV cache for a conversation (options.py)
+        context = one_question_context(options.answer.passages, options.answer.max_new_tokens)
+        options = replace(options, models=replace(options.models, context=context))
     copilot = Copilot.load(options, open_index_first=passages is None)
     events = copilot.answer(args.question, passages=passages)
     final = collect(events, None if args.json else render)

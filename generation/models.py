@@ -146,8 +146,11 @@ def load_models(
     draft_int8: str = "auto",
     linear_layout: str = "off",
     quant: str = "auto",
+    context: int | None = None,
 ) -> LoadedModels:
     """Load target (+ draft). draft_int8 / linear_layout: "auto" (CPU only), "on" or "off".
+
+    context: positions of a llama.cpp context, at most LLAMACPP_CONTEXT (None: that); the torch paths ignore it.
 
     quant: the numeric path, "auto" | "int4" | "int8" | "int4-mlas" | "none" (numeric_path.py). "auto" is the
     fastest measured path for the packaged models on a CPU with dtype "auto", else "none"; on int4/int8 both models
@@ -160,7 +163,7 @@ def load_models(
         quant = "none"  # a model given as a folder or hub id runs on its own weights unless a path is asked for
     path = resolve_path(quant, dev, dtype, cache_root() / "calibration.json", target if target in PACKAGED else None)
     if path in LLAMACPP_PATHS:
-        return load_llamacpp_models(target, draft, row_invariant=path == LLAMACPP)
+        return load_llamacpp_models(target, draft, row_invariant=path == LLAMACPP, context=context)
     if path != "none":
         return load_quantized_models(target, draft, dev, path)
     torch_dtype = pick_dtype(dtype, dev)
@@ -203,18 +206,21 @@ def load_quantized_models(target: str, draft: str | None, dev: torch.device, mod
     return LoadedModels(target_model, tokenizer, draft_model, target_path, draft_path, dev, quant=mode)
 
 
-def load_llamacpp_models(target: str, draft: str | None, row_invariant: bool = True) -> LoadedModels:
+def load_llamacpp_models(
+    target: str, draft: str | None, row_invariant: bool = True, context: int | None = None
+) -> LoadedModels:
     """Target and draft as GGUF files on llama.cpp (llamacpp_lm.py), with the target GGUF's tokenizer.
 
     Nothing is converted but the tokenizer: the GGUF files are the weights, mapped from disk. Without row
     invariance (the f16 KV cache) the target verifies no drafts, so no draft model is loaded."""
     target_gguf = _gguf_or_error(target)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tokenizer(target_gguf))
-    target_lm = LlamaCppLM(target_gguf, n_ctx=LLAMACPP_CONTEXT, row_invariant=row_invariant)
+    n_ctx = min(context or LLAMACPP_CONTEXT, LLAMACPP_CONTEXT)
+    target_lm = LlamaCppLM(target_gguf, n_ctx=n_ctx, row_invariant=row_invariant)
     draft_lm, draft_path = None, None
     if draft and row_invariant:
         draft_gguf = _gguf_or_error(draft)
-        draft_lm, draft_path = LlamaCppLM(draft_gguf, n_ctx=LLAMACPP_CONTEXT), str(draft_gguf)
+        draft_lm, draft_path = LlamaCppLM(draft_gguf, n_ctx=n_ctx), str(draft_gguf)
         check_same_vocabulary(
             tokenizer, AutoTokenizer.from_pretrained(ensure_tokenizer(draft_gguf)), target_lm, draft_lm
         )

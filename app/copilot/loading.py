@@ -45,6 +45,7 @@ def load_engine(options: ModelOptions) -> LoadedEngine:
         options.draft_int8,
         options.linear_layout,
         quant=options.quant,
+        context=options.context,
     )
     engine = Engine(models.target, models.tokenizer, models.draft)
     return LoadedEngine(

@@ -25,6 +25,23 @@ class ModelOptions:
     draft_int8: str = "auto"  # auto | on | off
     linear_layout: str = "off"  # auto | on | off
     quant: str = "auto"  # numeric path: auto | int4 | int8 | none (generation/numeric_path.py)
+    # positions of a llama.cpp context (its KV cache is allocated whole); None: 8192, a conversation's worth
+    context: int | None = None
+
+
+# A one-question prompt: the system prompt, demonstration and template (~450 Qwen tokens here) plus
+# each passage. Chunks of the default 200 embedding tokens came to at most 419 Qwen tokens with
+# their header (Slurm index, 4,545 chunks; mean 140). A longer prompt loses its last passages.
+ONE_QUESTION_FIXED_TOKENS = 600
+ONE_QUESTION_PASSAGE_TOKENS = 512
+
+
+def one_question_context(passages: int, max_new_tokens: int) -> int:
+    """The context a single question needs, rounded up to 1024: `specrag ask` allocates no KV cache for
+    a conversation it will never have (8192 positions of f16 cache are 235 MB for the default target;
+    the loader never goes above its conversation-sized default)."""
+    need = ONE_QUESTION_FIXED_TOKENS + passages * ONE_QUESTION_PASSAGE_TOKENS + max_new_tokens
+    return -(-need // 1024) * 1024
 
 
 @dataclass(frozen=True)

@@ -90,3 +90,43 @@ def test_an_empty_question_is_refused_before_the_models_load(capsys, monkeypatch
     monkeypatch.setattr(Copilot, "load", no_loading)
     assert main(["ask", "  ", "--context-file", str(context_file)]) == 2
     assert "the question is empty" in capsys.readouterr().err
+
+
+class Loaded(Exception):
+    """Raised by a stub Copilot.load with the options it was given."""
+
+
+@pytest.mark.parametrize(
+    ("argv", "context"),
+    [
+        ([], 4096),  # 6 passages, 256 new tokens: 600 + 6 x 512 + 256 = 3,928
+        (["--passages", "12", "--max-new-tokens", "1024"], 8192),
+        (["--passages", "1", "--max-new-tokens", "64"], 2048),
+    ],
+)
+def test_a_one_question_ask_loads_a_context_sized_for_its_passages(monkeypatch, argv, context, context_file):
+    from app.copilot import Copilot
+
+    def capture(options, **kwargs):
+        raise Loaded(options)
+
+    monkeypatch.setattr(Copilot, "load", capture)
+    with pytest.raises(Loaded) as loaded:
+        main(["ask", "How do I drain a node?", *argv])
+    assert loaded.value.args[0].models.context == context
+    with pytest.raises(Loaded) as given:  # passages from files have no known size: the full context
+        main(["ask", "How do I drain a node?", "--context-file", str(context_file), *argv])
+    assert given.value.args[0].models.context is None
+
+
+def test_the_llamacpp_loader_never_exceeds_its_conversation_context(monkeypatch, tmp_path):
+    from generation import models
+
+    sizes = []
+    monkeypatch.setattr(models, "_gguf_or_error", lambda name: tmp_path / "t.gguf")
+    monkeypatch.setattr(models, "ensure_tokenizer", lambda gguf: "tok")
+    monkeypatch.setattr(models.AutoTokenizer, "from_pretrained", staticmethod(lambda path: object()))
+    monkeypatch.setattr(models, "LlamaCppLM", lambda gguf, n_ctx, **kw: sizes.append(n_ctx))
+    for context in (None, 4096, 100_000):
+        models.load_llamacpp_models("t", None, row_invariant=False, context=context)
+    assert sizes == [models.LLAMACPP_CONTEXT, 4096, models.LLAMACPP_CONTEXT]
