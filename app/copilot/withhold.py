@@ -158,8 +158,11 @@ class CitationGuard:
             return delta
         self._text += delta
         prose = prose_so_far(self._text)
-        if _TEMPLATE.search(prose) or _MARKER_AS_VALUE.search(prose):
-            self.notice = PLACEHOLDER if _TEMPLATE.search(prose) else MARKER_AS_VALUE
+        if _TEMPLATE.search(prose):
+            self.notice = PLACEHOLDER
+        elif _MARKER_AS_VALUE.search(prose):
+            self.notice = MARKER_AS_VALUE
+        if self.notice:
             return ""
         if not self.cited:
             self.cited = bool(self._numbers.intersection(cited_numbers(self._text)))
