@@ -6,8 +6,8 @@ cites [1] sends them to the wrong page. The 1.5B model does this: "[4] Set the
 `MaxJobsPerUser` parameter ..." cited a heterogeneous-jobs page, while the limit is on the
 sacctmgr page it had as [3] (session 20, in the chat).
 
-Each found item gets the passages that hold it verbatim (`holders`) and the markers of the
-sentence it stands in (`cited`): a fenced block belongs to the sentence that introduces it,
+The grounding check records the passages that hold each found item verbatim (`holders`);
+this adds the markers of the sentence it stands in (`cited`): a fenced block belongs to the sentence that introduces it,
 and a sentence without a marker is not judged, since it may go on from any source. An item
 whose sentence cites only passages that do not hold it is misattributed (`Final.misattributed`).
 Items built with the user's own values (`adapted`) are held by no passage verbatim and are
@@ -27,19 +27,10 @@ from app.copilot.events import GroundingItem
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 
 
-def attribute(answer: str, grounding: Sequence[GroundingItem], shown_passages: dict[int, str]) -> list[GroundingItem]:
-    """`grounding` with `holders` and `cited` filled in for every item found verbatim.
-
-    `shown_passages` maps each source number to its text as the model read it (prompting.shown_text)."""
-    haystacks = {number: " ".join(text.split()) for number, text in shown_passages.items()}
+def attribute(answer: str, grounding: Sequence[GroundingItem]) -> list[GroundingItem]:
+    """`grounding` (whose found items know their `holders`: grounding.py) with `cited` filled in for them."""
     units = _units(answer)
-    attributed = []
-    for item in grounding:
-        if item.found and not item.adapted:
-            holders = tuple(number for number, text in haystacks.items() if item.text in text)
-            item = replace(item, holders=holders, cited=_cited_around(item.text, units))
-        attributed.append(item)
-    return attributed
+    return [replace(item, cited=_cited_around(item.text, units)) if item.holders else item for item in grounding]
 
 
 def _units(answer: str) -> list[tuple[str, tuple[int, ...]]]:

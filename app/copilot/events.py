@@ -79,9 +79,14 @@ class GroundingItem:
     cited: tuple[int, ...] = ()  # the markers of the sentence it stands in, () if that cites none
 
     @property
+    def judged(self) -> bool:
+        """Found verbatim in a sentence that cites a source: attribution.py can say if that source holds it."""
+        return bool(self.cited and self.holders)
+
+    @property
     def misattributed(self) -> bool:
         """Its sentence cites only sources that do not hold it, while another one does."""
-        return bool(self.cited and self.holders) and not set(self.cited) & set(self.holders)
+        return self.judged and not set(self.cited) & set(self.holders)
 
 
 @dataclass(frozen=True)

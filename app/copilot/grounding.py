@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, options, without_fences
 from app.copilot.events import GroundingItem
@@ -71,6 +72,7 @@ class GroundingSources:
     def __init__(self, passages: Sequence[str], question: str = "") -> None:
         self.joined = [_joined(p) for p in passages]
         self.haystack = normalise("\n".join(self.joined))
+        self.haystacks = [normalise(p) for p in self.joined]  # each passage on its own
         self.vocabularies = [_pieces_of(p) for p in self.joined]
         self.sorted_vocabularies = [sorted(v) for v in self.vocabularies]
         self.question = question
@@ -82,6 +84,10 @@ class GroundingSources:
         if text in self.haystack:
             return True, False
         return self._built(kind, text)
+
+    def holders(self, numbers: Sequence[int], text: str) -> tuple[int, ...]:
+        """The numbers of the passages that hold `text` (normalised) verbatim."""
+        return tuple(number for number, haystack in zip(numbers, self.haystacks, strict=True) if text in haystack)
 
     def holds_whole(self, kind: str, text: str) -> bool:
         """`finds`, but a verbatim match must not cut a word (`scontrol rebo` is no command)."""
@@ -164,7 +170,12 @@ def check_grounding(
             found, adapted = sources.finds(kind, text)
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted)
-    return list(seen.values()) + [item for item in check_specifics(answer, passages, question) if item.text not in seen]
+    specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
+    # which passages hold each item verbatim, for the check of what its sentence cites (attribution.py)
+    return [
+        replace(item, holders=sources.holders(numbers, item.text)) if item.found and not item.adapted else item
+        for item in [*seen.values(), *specifics]
+    ]
 
 
 def extract_items(answer: str) -> Iterable[tuple[str, str]]:

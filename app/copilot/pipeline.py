@@ -310,9 +310,10 @@ class Copilot:
         displayed = shown_answer(answer, finish)  # as Final.shown
         if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
             citations = cite.of_shown_text(citations, displayed, passages)
-        texts = {p.number: shown_text(p) for p in passages}
-        checked = check_grounding(answer, list(texts.values()), prepared.question, list(texts))
-        grounding = attribute(answer, checked, texts)
+        checked = check_grounding(
+            answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
+        )
+        grounding = attribute(answer, checked)
         notice = withheld_notice(grounding) or cited_notice
         # the sources list marks what the shown text cites: nothing, when the answer is withheld
         listed = cite.no_citations(passages) if notice else citations

@@ -101,7 +101,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "nearest": {item.text: [item.nearest, item.nearest_source] for item in final.ungrounded if item.nearest},
             "by_kind": grounding_by_kind(items),
             # copied items whose sentence cites a source: how many, and those the cited source lacks (attribution.py)
-            "attributed": sum(bool(item.cited and item.holders) for item in items),
+            "attributed": sum(item.judged for item in items),
             "misattributed": [item.text for item in final.misattributed],
         },
     }

@@ -16,7 +16,7 @@ PASSAGES = {
 
 def attributed(answer: str, question: str = "") -> dict[str, object]:
     items = check_grounding(answer, list(PASSAGES.values()), question, list(PASSAGES))
-    return {item.text: item for item in attribute(answer, items, PASSAGES)}
+    return {item.text: item for item in attribute(answer, items)}
 
 
 def test_a_sentence_citing_a_source_without_its_command_is_misattributed():
