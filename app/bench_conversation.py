@@ -2,8 +2,10 @@
 
     python -m app.bench_conversation [--index DIR] [--out FILE.json] [--question Q --follow-up F --other O]
 
-One process first prefills the system prompt and demonstration, as the chat and the Slack
-bridge do at start (unless --no-warm-up), then answers, in order: a first question, a
+One process first puts the system prompt and demonstration in the KV cache, as the chat and the
+Slack bridge do at start (loaded from the prefix store when an earlier process saved it,
+generation/prefix_store.py; with --no-warm-up the first question does this, as `specrag ask`
+does), then answers, in order: a first question, a
 follow-up in the same conversation (its prompt extends the previous one, so only the previous
 answer and the new turn are prefilled; a follow-up searched alone keeps the first turn bare and
 prefills its question again, app/copilot/conversation.py), and a first question of a new conversation (the
@@ -83,7 +85,8 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
                 "step": "warm-up at start (system prompt)",
                 "question": "",
                 "prompt_tokens": 0,
-                "prefilled_tokens": copilot.engine.target.length,
+                # a prefix loaded from the prefix store (generation/prefix_store.py) counts as reused
+                "prefilled_tokens": copilot.engine.target.length - copilot.engine.target.reused,
                 "retrieval_s": 0.0,
                 "prefill_s": round(warm_s, 3),
                 "time_to_first_token_s": None,

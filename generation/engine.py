@@ -30,6 +30,7 @@ from generation.drafters.policy import DraftModelRecord, PassCost
 from generation.errors import SpecragError
 from generation.linear_layout import kernel_layout
 from generation.llamacpp_lm import LlamaCppLM
+from generation.prefix_store import PrefixStore
 from generation.quantized_model import numeric_path
 from generation.repetition import RepetitionGuard
 from generation.sampling import SamplingParams, logits_to_probs
@@ -120,13 +121,16 @@ class Engine:
         config = self.target.model.config
         return int(getattr(config, "max_position_embeddings", None) or 4096)
 
-    def warm(self, prefix_ids: Sequence[int]) -> float:
+    def warm(self, prefix_ids: Sequence[int], store: PrefixStore | None = None) -> float:
         """Prefill a prefix that later prompts start with (target and draft) and keep it as their
-        snapshots, so the next prefill reuses it. Returns the seconds it took."""
+        snapshots, so the next prefill reuses it. With a `store`, a runner that can load its KV cache
+        (llama.cpp) takes a saved one instead, or saves the one it computed. Returns the seconds it took."""
         start = time.perf_counter()
-        self.target.prefill(list(prefix_ids))
-        if self.draft is not None:
-            self.draft.prefill(list(prefix_ids))
+        for lm in (self.target, self.draft):
+            if lm is not None and not (store is not None and store.load(lm, prefix_ids)):
+                lm.prefill(list(prefix_ids))
+                if store is not None:
+                    store.save(lm, prefix_ids)
         return time.perf_counter() - start
 
     def prefill_snapshot(self, prompt_ids: Sequence[int], with_draft: bool = True) -> PrefillSnapshot:

@@ -141,6 +141,38 @@ class LlamaCppLM:
         kv = [] if self.row_invariant else ["f16"]  # the calibrated costs of the bf16 cache keep their key
         return [str(self.path), str(self.path.stat().st_size), "llama.cpp", str(self.threads), *kv]
 
+    def state_key(self) -> list[str]:
+        """What a saved KV cache must have been computed with to be loaded here (prefix_store.py): the
+        GGUF file (and its modification time), llama.cpp's build, the threads and the cache type."""
+        import llama_cpp
+
+        return [
+            *self.setup(),
+            str(self.path.stat().st_mtime_ns),
+            llama_cpp.__version__,
+            "bf16" if self.row_invariant else "f16",
+        ]
+
+    def state_bytes(self) -> bytes:
+        """The KV cache of the sequence, as llama.cpp serialises it."""
+        size = self._b.llama_state_seq_get_size(self._ctx, 0)
+        buffer = (ctypes.c_ubyte * size)()
+        if self._b.llama_state_seq_get_data(self._ctx, buffer, size, 0) != size:
+            raise SpecragError("llama.cpp could not copy out its KV cache")
+        return bytes(buffer)
+
+    def load_state(self, token_ids: list[int], payload: bytes) -> bool:
+        """Replace the cache by one `state_bytes` gave for `token_ids`; False (and an empty cache) if refused."""
+        self.reset()
+        buffer = (ctypes.c_ubyte * len(payload)).from_buffer_copy(payload)
+        if self._b.llama_state_seq_set_data(self._ctx, buffer, len(payload), 0) != len(payload):
+            self.reset()
+            return False
+        self.tokens, self.reused = list(token_ids), len(token_ids)  # loaded: nothing was computed
+        if self.keep_snapshot:
+            self._snapshot = list(token_ids)
+        return True
+
     def extend(self, token_ids: list[int], last_only: bool = False) -> torch.Tensor:
         """Feed tokens after the cached ones; return logits [n, V] (or [1, V] if last_only)."""
         if not token_ids:

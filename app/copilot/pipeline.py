@@ -29,6 +29,8 @@ from app.copilot.repeats import shown_answer
 from app.copilot.withhold import CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
+from core.paths import prefix_store_dir
+from generation.prefix_store import PrefixStore
 
 if TYPE_CHECKING:
     from generation.drafters import Origin
@@ -60,6 +62,7 @@ class Copilot:
         self.loaded, self.options = loaded, options or CopilotOptions()
         self._retriever = retriever
         self._engine_lock = threading.Lock()
+        self._warmed = False  # the shared prompt prefix is in the engine's cache (warm_up or the first answer)
         self._retriever_lock = threading.Lock()
 
     @classmethod
@@ -88,7 +91,18 @@ class Copilot:
         """Prefill the system prompt and demonstration now (a server calls this at start), so the
         first question pays only for its own tokens. Returns the seconds it took."""
         with self._engine_lock:
-            return self.engine.warm(shared_prompt_ids(self.engine.tokenizer))
+            return self._warm().seconds
+
+    def _warm(self) -> _Warm:
+        """Put the shared prompt prefix in the KV cache, loading it from the prefix store where the runner
+        can (llama.cpp: generation/prefix_store.py), else prefilling it (and saving it). Under the engine lock.
+
+        The first answer warms too, so a one-shot `specrag ask` or an eval computes its prompt in the same
+        pieces as a server that warmed at start: prefix, then the rest. Same pieces, same logits."""
+        seconds = self.engine.warm(shared_prompt_ids(self.engine.tokenizer), store=PrefixStore(prefix_store_dir()))
+        self._warmed = True
+        target = self.engine.target
+        return _Warm(target.length - target.reused, seconds)  # tokens loaded from the store were not computed
 
     @property
     def busy(self) -> bool:
@@ -178,7 +192,8 @@ class Copilot:
         with self._engine_lock:  # answers queue here; closing the stream releases it
             try:
                 yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
-                yield from self._generate(prepared, options, started, retrieval_s)
+                warm = self._warm() if not self._warmed else _Warm()
+                yield from self._generate(prepared, options, started, retrieval_s, warm)
             finally:
                 release_free_memory()  # keeps a long-running front end's memory flat (core/memory.py)
 
@@ -248,7 +263,7 @@ class Copilot:
         return _Prepared(question, history, kept.passages, new, kept.answers, prompt_ids, notes)
 
     def _generate(
-        self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float
+        self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float, warm: _Warm
     ) -> Iterator[Event]:
         engine = self.engine
         copy_texts = [p.text for p in prepared.all_passages] + prepared.answers
@@ -270,18 +285,19 @@ class Copilot:
             for event in stream:
                 if first_token_s is None:
                     first_token_s = time.perf_counter() - started
-                    yield Status("generating", "generating…", {"prefill_s": round(event.stats.prefill_s, 3)})
+                    prefill_s = round(event.stats.prefill_s + warm.seconds, 3)
+                    yield Status("generating", "generating…", {"prefill_s": prefill_s})
                 new_origins = [_label(o, labels) for o in event.origins]
                 text.append(event.text)
                 ids += event.token_ids
                 origins += new_origins
-                stats = self._stats(event.stats, origins, started)
+                stats = self._stats(event.stats, origins, started, warm)
                 yield Token(cited.feed(guard.feed(event.text)), list(event.token_ids), new_origins, stats)
                 if guard.notice or cited.notice:
                     break  # the answer is withheld: the rest of it would never be shown
         finally:
             stream.close()
-        stats = self._stats(event.stats, origins, started) | {
+        stats = self._stats(event.stats, origins, started, warm) | {
             "retrieval_s": round(retrieval_s, 4),
             "time_to_first_token_s": round(first_token_s or 0.0, 4),
             "speculation": config.speculation,
@@ -364,12 +380,23 @@ class Copilot:
         )
 
     @staticmethod
-    def _stats(stats: Any, origins: list[str], started: float) -> dict[str, Any]:
+    def _stats(stats: Any, origins: list[str], started: float, warm: _Warm) -> dict[str, Any]:
         copied = sum(o.startswith(("passage:", "answer:")) for o in origins)
-        return stats.to_dict() | {
+        engine_stats = stats.to_dict()
+        return engine_stats | {
+            "prefilled_tokens": engine_stats["prefilled_tokens"] + warm.prefilled_tokens,
+            "prefill_s": round(engine_stats["prefill_s"] + warm.seconds, 4),
             "copied_share": round(copied / len(origins), 4) if origins else 0.0,
             "elapsed_s": round(time.perf_counter() - started, 4),
         }
+
+
+@dataclass(frozen=True)
+class _Warm:
+    """What warming the shared prompt prefix cost the answer that did it (nothing for later answers)."""
+
+    prefilled_tokens: int = 0
+    seconds: float = 0.0
 
 
 @dataclass

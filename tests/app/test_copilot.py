@@ -321,22 +321,56 @@ def test_the_heap_is_trimmed_once_per_answer_also_when_the_stream_is_closed_earl
 
 def test_a_warmed_up_copilot_prefills_only_the_question_and_answers_the_same(tiny_engine):
     """warm_up (the chat and Slack call it at start) prefills the system prompt once; the first
-    answer then prefills only its own tokens, with the same output as a cold start."""
+    answer then prefills only its own tokens. A copilot that did not warm up (`specrag ask`, the eval)
+    warms on its first answer, so it computes the prompt in the same two pieces and answers the same."""
     from app.copilot.prompting import shared_prompt_ids
 
     def fresh():  # a new engine per load (tiny fixture): nothing cached yet
         loaded = loading.load_engine(ModelOptions())
         return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=24)), runbook_retriever(RUNBOOK))
 
-    cold = collect(fresh().answer("How do I drain a node?"))
+    cold_copilot = fresh()
+    cold = collect(cold_copilot.answer("How do I drain a node?"))
     warmed = fresh()
     warmed.warm_up()
     shared = shared_prompt_ids(warmed.engine.tokenizer)
     assert len(shared) > 20 and warmed.engine.target.length == len(shared)
     warm = collect(warmed.answer("How do I drain a node?"))
     assert warm.output_ids == cold.output_ids
-    assert cold.stats["prefilled_tokens"] == len(cold.prompt_ids) - 1
     assert warm.stats["prefilled_tokens"] == len(cold.prompt_ids) - 1 - len(shared)
+    assert cold.stats["prefilled_tokens"] == len(cold.prompt_ids) - 1  # its warm-up counts: it computed all
+    again = collect(cold_copilot.answer("How do I drain a node?"))  # warmed once per copilot, not per answer
+    assert again.stats["prefilled_tokens"] == 0 and again.output_ids == cold.output_ids
+
+
+def test_a_one_shot_copilot_on_llama_cpp_loads_the_prefix_the_first_one_saved(tiny_models, monkeypatch, tmp_path):
+    """Each `specrag ask` is a new process: the first saves the shared prefix's KV cache under the cache
+    root, the next loads it instead of prefilling it, and both answer token for token the same."""
+    from tiny_gguf import write_tiny_gguf
+
+    from app.copilot.prompting import shared_prompt_ids
+    from generation.engine import Engine
+    from generation.llamacpp_lm import LlamaCppLM
+
+    gguf = write_tiny_gguf(tmp_path / "target.gguf")
+    tokenizer = tiny_models[2]
+    monkeypatch.setenv("SPECRAG_HOME", str(tmp_path / "home"))
+    answers = []
+    for run in range(2):
+        runner = LlamaCppLM(gguf, n_ctx=2048, row_invariant=False)
+        prefilled = []
+        prefill = runner.prefill
+        runner.prefill = lambda ids, prefill=prefill, seen=prefilled: (seen.append(len(ids)), prefill(ids))[1]
+        loaded = loading.LoadedEngine(Engine(runner, tokenizer), "/models/tiny.gguf", None)
+        copilot = Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=24)), runbook_retriever(RUNBOOK))
+        answers.append(collect(copilot.answer("How do I drain a node?")))
+        shared = len(shared_prompt_ids(tokenizer))
+        if run == 0:
+            assert prefilled[0] == shared and len(list((tmp_path / "home" / "prefix-kv").glob("*.kv"))) == 1
+        else:
+            assert shared not in prefilled  # loaded, not computed
+        assert answers[-1].stats["prefilled_tokens"] == len(answers[-1].prompt_ids) - 1 - (shared if run else 0)
+    assert answers[0].output_ids == answers[1].output_ids and len(answers[0].output_ids) >= 10
 
 
 def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
