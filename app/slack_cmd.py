@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print("specrag: loading the models…", file=sys.stderr, flush=True)
     copilot = Copilot.load(options)
-    copilot.warm_up()  # the system prompt is prefilled once, before the first mention
+    copilot.warm_up()  # the system prompt is prefilled (or loaded, prefix_store.py) once, before the first mention
     feedback = FeedbackStore(Path(args.feedback_db) if args.feedback_db else None)
     bridge = SlackBridge(copilot, settings, feedback)
     client = make_client(bot_token, base_url=args.api_url)

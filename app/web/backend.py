@@ -67,7 +67,7 @@ class Backend:
             self._set("opening the index…")
             with contextlib.suppress(SpecragError):  # e.g. no index at --index: each question says so
                 copilot.retriever()  # load the embedding model now, not on the first question
-            self._set("prefilling the system prompt…")
+            self._set("preparing the system prompt (prefilled on a first start, loaded after)…")
             copilot.warm_up()  # so the first question pays only for its own tokens
             self._copilot = copilot
             self._set("ready", "ready")
