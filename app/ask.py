@@ -82,6 +82,9 @@ def read_paragraphs(path: Path) -> list[str]:
 def render(event: object) -> None:
     if isinstance(event, Status):
         print(f"specrag: {event.message}", file=sys.stderr, flush=True)
+        if event.stage == "passages":  # the sources before the answer: prefill takes a while
+            for label in event.detail.get("sources", []):
+                print(f"specrag:   {label}", file=sys.stderr, flush=True)
     elif isinstance(event, Token) and event.text:
         sys.stdout.write(event.text)
         sys.stdout.flush()

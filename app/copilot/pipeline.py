@@ -175,7 +175,13 @@ class Copilot:
         retrieval_s = time.perf_counter() - started
         prepared = self._prepare(question, list(history), list(passages), options, searched_alone)
         prepared.relevance = relevance
-        detail = {"count": len(prepared.new_passages), "prompt_tokens": len(prepared.prompt_ids), **prepared.notes}
+        detail = {
+            "count": len(prepared.new_passages),
+            "prompt_tokens": len(prepared.prompt_ids),
+            # shown while the prompt is prefilled (tens of seconds on a CPU): the operator can open the page meanwhile
+            "sources": [_source_label(p) for p in prepared.new_passages],
+            **prepared.notes,
+        }
         if relevance is not None and not relevance.covered:
             detail["relevance"] = relevance.to_dict()
             if options.gate == "refuse":
@@ -413,6 +419,12 @@ class _Prepared:
     @property
     def all_passages(self) -> list[Passage]:
         return [*self.kept_passages, *self.new_passages]
+
+
+def _source_label(passage: Passage) -> str:
+    """`[n] title › heading` (the file name when there is no title)."""
+    title = passage.title or passage.source.rsplit("/", 1)[-1]
+    return f"[{passage.number}] {title}" + (f" › {passage.heading}" if passage.heading else "")
 
 
 def _dense(hit: Any) -> float | None:

@@ -47,6 +47,7 @@ class Exchange:
                 self.reading = (
                     f"read {count} new passages · with {turns} earlier turn(s)" if turns else f"read {count} passages"
                 )
+                self.log += list(event.detail.get("sources", []))  # the sources, before the answer
                 if not count and not turns:
                     self.warning = (
                         "no passages: the index is empty or nothing matched, so this answer is not from your documents"

@@ -57,6 +57,8 @@ def test_streamed_answer_is_followed_by_stats_on_stderr(tiny_engine, capsys, con
     assert out.rstrip("\n") == record["answer"].rstrip("\n")
     assert "tok/s" in err and "tokens/pass" in err and "acceptance" in err
     assert ("Sources:" in err) == bool(record["sources"])
+    # the passages are listed as soon as they are found, before the answer's statistics
+    assert err.index("specrag:   [1] runbook.txt\nspecrag:   [2] runbook.txt\n") < err.index("tok/s")
 
 
 def test_missing_context_file_exits_2_naming_the_file(tiny_engine, capsys, tmp_path):

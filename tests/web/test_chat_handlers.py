@@ -49,6 +49,14 @@ def answer_of(messages) -> str:
     return messages[2]["content"] if len(messages) > 2 else ""
 
 
+def test_the_sources_are_listed_while_the_prompt_is_prefilled(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
+    steps = list(chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None, event_delay=0.06))
+    first_words = next(messages for messages, _ in steps if answer_of(messages))
+    titles = [line for line in first_words[1]["content"].splitlines() if line.startswith("- [")]
+    assert titles == [f"- [{n}] Runbook › Section" for n in (1, 2, 3)]  # the fixture retriever's title and heading
+
+
 def test_answer_streams_then_ends_with_sources_stats_and_provenance(engine, tmp_path):
     backend = ready_backend(engine, tmp_path, fixture_retriever())
     steps = list(chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None, event_delay=0.06))
