@@ -12,17 +12,24 @@ and a sentence without a marker is not judged, since it may go on from any sourc
 whose sentence cites only passages that do not hold it is misattributed (`Final.misattributed`).
 Items built with the user's own values (`adapted`) are held by no passage verbatim and are
 not judged.
+
+Prose quotes are judged the same way (`judge_quotes`): a run of words that a passage holds
+verbatim (the provenance view's quotes, quotes.py, and the drafter's copies) under a sentence
+whose markers name only passages without it. "[2] Set the node to a DOWN state and then return
+it to service ..." was the troubleshooting guide's [3], under the FAQ's [2] (session 21, in the
+chat). The provenance marks showed [3]; nothing said that the citation was wrong.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import FENCE
-from app.copilot.events import GroundingItem
+from app.copilot.events import GroundingItem, Quote, Segment
+from app.copilot.quotes import MIN_QUOTE_CHARS, MIN_QUOTE_WORDS
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 
@@ -31,6 +38,39 @@ def attribute(answer: str, grounding: Sequence[GroundingItem]) -> list[Grounding
     """`grounding` (whose found items know their `holders`: grounding.py) with `cited` filled in for them."""
     units = _units(answer)
     return [replace(item, cited=_cited_around(item.text, units)) if item.holders else item for item in grounding]
+
+
+def judge_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[Quote]:
+    """The quotes among `segments` (the answer split by provenance) that stand in a sentence citing a source,
+    with the passages that hold them: `misattributed` when none of those is cited. A quote is judged by
+    the sentence it starts in; a fenced block is not prose."""
+    flat = {number: " ".join(text.split()) for number, text in passage_texts.items()}
+    sentences = _sentence_spans("".join(segment.text for segment in segments))
+    out, at = [], 0
+    for segment in segments:
+        start, at = at, at + len(segment.text)
+        quote = " ".join(segment.text.split())
+        if segment.passage is None or len(quote) < MIN_QUOTE_CHARS or len(quote.split()) < MIN_QUOTE_WORDS:
+            continue
+        cited = next((markers for begin, end, markers in sentences if begin <= start < end), ())
+        holders = tuple(number for number, passage in sorted(flat.items()) if quote in passage)
+        if cited and holders:
+            out.append(Quote(quote, cited, holders))
+    return out
+
+
+def _sentence_spans(text: str) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(start, end, markers) of each prose sentence or line of `text`; fenced blocks are left out."""
+    spans, prose_start = [], 0
+    for fence in [*FENCE.finditer(text), None]:
+        prose_end = fence.start() if fence else len(text)
+        begin = prose_start
+        for separator in _SENTENCE_END.finditer(text, prose_start, prose_end):
+            spans.append((begin, separator.start(), tuple(cited_numbers(text[begin : separator.start()]))))
+            begin = separator.end()
+        spans.append((begin, prose_end, tuple(cited_numbers(text[begin:prose_end]))))
+        prose_start = fence.end() if fence else len(text)
+    return spans
 
 
 def _units(answer: str) -> list[tuple[str, tuple[int, ...]]]:

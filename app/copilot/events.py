@@ -90,6 +90,20 @@ class GroundingItem:
 
 
 @dataclass(frozen=True)
+class Quote:
+    """Words quoted verbatim from `holders` in a sentence that cites `cited` (attribution.py)."""
+
+    text: str
+    cited: tuple[int, ...]
+    holders: tuple[int, ...]
+
+    @property
+    def misattributed(self) -> bool:
+        """Its sentence cites only sources that do not hold it."""
+        return not set(self.cited) & set(self.holders)
+
+
+@dataclass(frozen=True)
 class Citations:
     markers: list[int]  # the [n] numbers the answer wrote, in order of first use
     invalid: list[int]  # markers that name no passage in the prompt
@@ -128,6 +142,7 @@ class Final:
     # not '': shown in place of the answer, which names a contact or version no source has, cites no
     # source, or writes the prompt's [n] placeholder as a value (withhold.py)
     withheld: str = ""
+    quotes: list[Quote] = field(default_factory=list)  # prose quotes in sentences that cite a source
 
     @property
     def finish_label(self) -> str:
@@ -148,6 +163,11 @@ class Final:
     def misattributed(self) -> list[GroundingItem]:
         """Items copied from a source other than the one their sentence cites (attribution.py)."""
         return [item for item in self.grounding if item.misattributed]
+
+    @property
+    def misquoted(self) -> list[Quote]:
+        """Prose quoted from a source other than the one its sentence cites (attribution.py)."""
+        return [quote for quote in self.quotes if quote.misattributed]
 
     @property
     def adapted(self) -> list[GroundingItem]:

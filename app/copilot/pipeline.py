@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.copilot import citations as cite
 from app.copilot import gate, loading
-from app.copilot.attribution import attribute
+from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.copied_code import CopiedCode
 from app.copilot.events import Event, Final, Passage, Status, Token, Turn
@@ -361,6 +361,7 @@ class Copilot:
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             withheld=notice,
+            quotes=[] if notice else judge_quotes(citations.segments, {p.number: p.text for p in passages}),
         )
 
     def generation_config(self, options: AnswerOptions) -> GenerationConfig:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from app.copilot.events import Final, GroundingItem
+from app.copilot.events import Final, GroundingItem, Quote
 from app.copilot.gate import weak_match_warning, why_refused
 
 Level = Literal["warning", "note"]
@@ -56,6 +56,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
+    notes += [("note", misquotation(quote)) for quote in final.misquoted]
     for item in final.adapted:
         notes.append(("note", f"{code(item.text)} is a source's {item.kind} with your own values; check them"))
     if final.citations.invalid:
@@ -67,6 +68,13 @@ def misattribution(item: GroundingItem, code: Callable[[str], str]) -> str:
     """Where an item copied under the wrong [n] really is (attribution.py)."""
     holders, cited = (", ".join(f"[{n}]" for n in numbers) for numbers in (item.holders, item.cited))
     return f"{code(item.text)} is in {holders}, not in {cited} that its sentence cites"
+
+
+def misquotation(quote: Quote, width: int = 60) -> str:
+    """Where words quoted under the wrong [n] really are (attribution.py)."""
+    text = quote.text if len(quote.text) <= width else quote.text[: width - 1].rstrip() + "…"
+    holders, cited = (", ".join(f"[{n}]" for n in numbers) for numbers in (quote.holders, quote.cited))
+    return f"“{text}” is quoted from {holders}, not from {cited} that its sentence cites"
 
 
 def shown_paths(sources: Sequence[dict[str, Any]]) -> dict[int, str]:

@@ -34,10 +34,13 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     answered = [r for r in ok if "answer" in r]
     speaking = [r for r in answered if not _abstained(r)]
     found, listed, adapted, flagged, attributed, misattributed = 0, 0, 0, 0, 0, 0
+    quotes, misquoted = 0, 0
     for row in speaking:
         grounding = row["answer"]["grounding"]
         attributed += grounding.get("attributed", 0)  # rows written before session 20 have none
         misattributed += len(grounding.get("misattributed", ()))
+        quotes += grounding.get("quotes_attributed", 0)  # rows written before session 21 have none
+        misquoted += len(grounding.get("misquoted", ()))
         # rows written before specifics were checked have no by_kind: every item was a command kind
         kinds = grounding.get("by_kind") or {"command": {"items": grounding["items"], "found": grounding["found"]}}
         for kind, counts in kinds.items():
@@ -58,6 +61,9 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         # of the copied items whose sentence cites a source, those that source holds
         "cited_source_holds": f"{attributed - misattributed}/{attributed}"
         + (f" ({(attributed - misattributed) / attributed:.2f})" if attributed else ""),
+        # of the prose quotes whose sentence cites a source, those that source holds
+        "cited_source_quoted": f"{quotes - misquoted}/{quotes}"
+        + (f" ({(quotes - misquoted) / quotes:.2f})" if quotes else ""),
         "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
         "mrr": _mean([_metric(r, "mrr") for r in answerable]),
     }

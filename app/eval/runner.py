@@ -103,6 +103,9 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             # copied items whose sentence cites a source: how many, and those the cited source lacks (attribution.py)
             "attributed": sum(item.judged for item in items),
             "misattributed": [item.text for item in final.misattributed],
+            # prose quotes in sentences that cite a source: how many, and those the cited source lacks
+            "quotes_attributed": len(final.quotes),
+            "misquoted": [quote.text for quote in final.misquoted],
         },
     }
 

@@ -57,3 +57,55 @@ def test_every_front_end_gets_a_note_naming_the_source_that_holds_it(tiny_engine
     assert [item.text for item in final.misattributed] == ["MaxJobsPerUser=4"]
     notes = check_notes(final, lambda text: f"`{text}`")
     assert ("note", f"`MaxJobsPerUser=4` is in [{number}], not in [1] that its sentence cites") in notes
+
+
+def quotes_of(answer: str):
+    from app.copilot.attribution import judge_quotes
+    from app.copilot.events import Segment
+    from app.copilot.quotes import mark_quotes
+
+    return judge_quotes(mark_quotes([Segment(answer)], PASSAGES), PASSAGES)
+
+
+def test_prose_quoted_from_one_source_under_a_sentence_citing_another_is_misquoted():
+    answer = (
+        "[1] Drain a node with scontrol update and a reason. "
+        "[3] Each component may have its own resource request.\n"
+        "[2] limits running jobs per user with a QOS [3]."
+    )
+    judged = {quote.text: quote for quote in quotes_of(answer)}
+    drain, hetero, limit = (
+        judged["Drain a node with scontrol update"],
+        judged["component may have its own resource request."],  # quotes match case: "Each" is the model's
+        judged["limits running jobs per user"],
+    )
+    assert (drain.holders, drain.cited, drain.misattributed) == ((2,), (1,), True)
+    assert (hetero.holders, hetero.cited, hetero.misattributed) == ((1,), (3,), True)
+    assert (limit.holders, limit.cited, limit.misattributed) == ((3,), (2, 3), False)  # one of its markers holds it
+
+
+def test_quotes_in_unmarked_sentences_short_runs_and_code_blocks_are_not_judged():
+    answer = (
+        "Drain a node with scontrol update first. [1] Use a reason.\n"  # the quote's sentence has no marker
+        "[1] Heterogeneous jobs: each.\n"  # three words: chance, not a quote
+        "[1] Run:\n```\nDrain a node with scontrol update NodeName=n1\n```\n"
+    )
+    assert quotes_of(answer) == []
+
+
+def test_every_front_end_names_the_source_a_misquoted_sentence_came_from(tiny_engine, monkeypatch):
+    from app.web.render import grounding_html
+
+    docs = [("hetero.md", PASSAGES[1]), ("drain.md", PASSAGES[2]), ("qos.md", PASSAGES[3])]
+    options = CopilotOptions(answer=AnswerOptions(gate="off", passages=3))
+    copilot = Copilot(loading.load_engine(ModelOptions()), options, FakeRetriever(docs))
+    script_answer(copilot, monkeypatch, "[1] Drain a node with scontrol update and give a reason.")
+    final = collect(copilot.answer("How do I drain a node?"))
+    number = next(p.number for p in final.passages if p.text == PASSAGES[2])
+    assert number != 1 and [quote.text for quote in final.misquoted] == ["Drain a node with scontrol update"]
+    note = f"“Drain a node with scontrol update” is quoted from [{number}], not from [1] that its sentence cites"
+    assert ("note", note) in check_notes(final, lambda text: f"`{text}`")
+    assert note in grounding_html(final.grounding, final.citations.invalid, final.misquoted)
+    assert final.to_dict()["quotes"] == [
+        {"text": "Drain a node with scontrol update", "cited": (1,), "holders": (number,)}
+    ]
