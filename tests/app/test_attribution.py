@@ -2,7 +2,7 @@
 
 from copilot_fakes import FakeRetriever, script_answer
 
-from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, collect, loading
+from app.copilot import AnswerOptions, Copilot, CopilotOptions, Final, ModelOptions, collect, loading
 from app.copilot.attribution import attribute
 from app.copilot.grounding import check_grounding
 from app.copilot.summary import check_notes
@@ -47,13 +47,20 @@ def test_items_with_the_users_values_or_not_found_are_not_judged():
     assert not items["--frobnicate"].found and not items["--frobnicate"].misattributed
 
 
-def test_every_front_end_gets_a_note_naming_the_source_that_holds_it(tiny_engine, monkeypatch):
+def scripted_final(monkeypatch, answer: str, question: str, source: int) -> tuple[Final, int]:
+    """The pipeline's Final when the model writes `answer` over the three PASSAGES, and the number the
+    retriever gave PASSAGES[source]."""
     docs = [("hetero.md", PASSAGES[1]), ("drain.md", PASSAGES[2]), ("qos.md", PASSAGES[3])]
     options = CopilotOptions(answer=AnswerOptions(gate="off", passages=3))
     copilot = Copilot(loading.load_engine(ModelOptions()), options, FakeRetriever(docs))
-    script_answer(copilot, monkeypatch, "[1] Set `MaxJobsPerUser=4` on the QOS.")
-    final = collect(copilot.answer("How do I stop one user running more than 4 jobs?"))
-    number = next(p.number for p in final.passages if p.text == PASSAGES[3])
+    script_answer(copilot, monkeypatch, answer)
+    final = collect(copilot.answer(question))
+    return final, next(p.number for p in final.passages if p.text == PASSAGES[source])
+
+
+def test_every_front_end_gets_a_note_naming_the_source_that_holds_it(tiny_engine, monkeypatch):
+    question = "How do I stop one user running more than 4 jobs?"
+    final, number = scripted_final(monkeypatch, "[1] Set `MaxJobsPerUser=4` on the QOS.", question, source=3)
     assert [item.text for item in final.misattributed] == ["MaxJobsPerUser=4"]
     notes = check_notes(final, lambda text: f"`{text}`")
     assert ("note", f"`MaxJobsPerUser=4` is in [{number}], not in [1] that its sentence cites") in notes
@@ -96,12 +103,8 @@ def test_quotes_in_unmarked_sentences_short_runs_and_code_blocks_are_not_judged(
 def test_every_front_end_names_the_source_a_misquoted_sentence_came_from(tiny_engine, monkeypatch):
     from app.web.render import grounding_html
 
-    docs = [("hetero.md", PASSAGES[1]), ("drain.md", PASSAGES[2]), ("qos.md", PASSAGES[3])]
-    options = CopilotOptions(answer=AnswerOptions(gate="off", passages=3))
-    copilot = Copilot(loading.load_engine(ModelOptions()), options, FakeRetriever(docs))
-    script_answer(copilot, monkeypatch, "[1] Drain a node with scontrol update and give a reason.")
-    final = collect(copilot.answer("How do I drain a node?"))
-    number = next(p.number for p in final.passages if p.text == PASSAGES[2])
+    answer = "[1] Drain a node with scontrol update and give a reason."
+    final, number = scripted_final(monkeypatch, answer, "How do I drain a node?", source=2)
     assert number != 1 and [quote.text for quote in final.misquoted] == ["Drain a node with scontrol update"]
     note = f"“Drain a node with scontrol update” is quoted from [{number}], not from [1] that its sentence cites"
     assert ("note", note) in check_notes(final, lambda text: f"`{text}`")
