@@ -161,10 +161,11 @@ class LlamaCppLM:
             raise SpecragError("llama.cpp could not copy out its KV cache")
         return bytes(buffer)
 
-    def load_state(self, token_ids: list[int], payload: bytes) -> bool:
-        """Replace the cache by one `state_bytes` gave for `token_ids`; False (and an empty cache) if refused."""
+    def load_state(self, token_ids: list[int], payload: memoryview) -> bool:
+        """Replace the cache by one `state_bytes` gave for `token_ids` (a writable view: llama.cpp reads it in
+        place); False (and an empty cache) if refused."""
         self.reset()
-        buffer = (ctypes.c_ubyte * len(payload)).from_buffer_copy(payload)
+        buffer = (ctypes.c_ubyte * len(payload)).from_buffer(payload)
         if self._b.llama_state_seq_set_data(self._ctx, buffer, len(payload), 0) != len(payload):
             self.reset()
             return False
