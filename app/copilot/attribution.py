@@ -29,6 +29,7 @@ from dataclasses import replace
 from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import FENCE
 from app.copilot.events import GroundingItem, Quote, Segment
+from app.copilot.grounding import normalise
 from app.copilot.quotes import MIN_QUOTE_CHARS, MIN_QUOTE_WORDS
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
@@ -44,47 +45,44 @@ def judge_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) 
     """The quotes among `segments` (the answer split by provenance) that stand in a sentence citing a source,
     with the passages that hold them: `misattributed` when none of those is cited. A quote is judged by
     the sentence it starts in; a fenced block is not prose."""
-    flat = {number: " ".join(text.split()) for number, text in passage_texts.items()}
-    sentences = _sentence_spans("".join(segment.text for segment in segments))
+    flat = {number: normalise(text) for number, text in passage_texts.items()}
+    sentences = [span for span in _spans("".join(segment.text for segment in segments)) if not span[3]]
     out, at = [], 0
     for segment in segments:
         start, at = at, at + len(segment.text)
-        quote = " ".join(segment.text.split())
+        quote = normalise(segment.text)
         if segment.passage is None or len(quote) < MIN_QUOTE_CHARS or len(quote.split()) < MIN_QUOTE_WORDS:
             continue
-        cited = next((markers for begin, end, markers in sentences if begin <= start < end), ())
+        cited = next((markers for begin, end, markers, _ in sentences if begin <= start < end), ())
         holders = tuple(number for number, passage in sorted(flat.items()) if quote in passage)
         if cited and holders:
             out.append(Quote(quote, cited, holders))
     return out
 
 
-def _sentence_spans(text: str) -> list[tuple[int, int, tuple[int, ...]]]:
-    """(start, end, markers) of each prose sentence or line of `text`; fenced blocks are left out."""
-    spans, prose_start = [], 0
+def _spans(text: str) -> list[tuple[int, int, tuple[int, ...], bool]]:
+    """(start, end, markers, fenced) for each non-blank sentence or line of prose, and for each fenced block's
+    body, which answers to the markers of the sentence before it."""
+    spans: list[tuple[int, int, tuple[int, ...], bool]] = []
+    prose_start = 0
     for fence in [*FENCE.finditer(text), None]:
         prose_end = fence.start() if fence else len(text)
         begin = prose_start
-        for separator in _SENTENCE_END.finditer(text, prose_start, prose_end):
-            spans.append((begin, separator.start(), tuple(cited_numbers(text[begin : separator.start()]))))
-            begin = separator.end()
-        spans.append((begin, prose_end, tuple(cited_numbers(text[begin:prose_end]))))
-        prose_start = fence.end() if fence else len(text)
+        for separator in [*_SENTENCE_END.finditer(text, prose_start, prose_end), None]:
+            end = separator.start() if separator else prose_end
+            if text[begin:end].strip():
+                spans.append((begin, end, tuple(cited_numbers(text[begin:end])), False))
+            begin = separator.end() if separator else end
+        if fence:
+            spans.append((fence.start(1), fence.end(1), spans[-1][2] if spans else (), True))
+            prose_start = fence.end()
     return spans
 
 
 def _units(answer: str) -> list[tuple[str, tuple[int, ...]]]:
     """The answer as (normalised text, markers it answers to): one per sentence or line of prose, and one
     per fenced block, which answers to the markers of the sentence before it."""
-    units: list[tuple[str, tuple[int, ...]]] = []
-    for number, part in enumerate(FENCE.split(answer)):
-        if number % 2:  # inside a fence
-            units.append((" ".join(part.split()), units[-1][1] if units else ()))
-            continue
-        for sentence in _SENTENCE_END.split(part):
-            if sentence.strip():
-                units.append((" ".join(sentence.split()), tuple(cited_numbers(sentence))))
-    return units
+    return [(normalise(answer[start:end]), markers) for start, end, markers, _ in _spans(answer)]
 
 
 def _cited_around(text: str, units: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[int, ...]:
