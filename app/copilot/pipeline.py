@@ -24,7 +24,14 @@ from app.copilot.events import Event, Final, Passage, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
-from app.copilot.prompting import build_messages, encode_chunks, encode_prompt, shared_prompt_ids, shown_text
+from app.copilot.prompting import (
+    build_messages,
+    encode_chunks,
+    encode_prompt,
+    passage_label,
+    shared_prompt_ids,
+    shown_text,
+)
 from app.copilot.repeats import shown_answer
 from app.copilot.withhold import CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
@@ -179,7 +186,7 @@ class Copilot:
             "count": len(prepared.new_passages),
             "prompt_tokens": len(prepared.prompt_ids),
             # shown while the prompt is prefilled (tens of seconds on a CPU): the operator can open the page meanwhile
-            "sources": [_source_label(p) for p in prepared.new_passages],
+            "sources": [f"[{p.number}] {passage_label(p)}" for p in prepared.new_passages],
             **prepared.notes,
         }
         if relevance is not None and not relevance.covered:
@@ -420,12 +427,6 @@ class _Prepared:
     @property
     def all_passages(self) -> list[Passage]:
         return [*self.kept_passages, *self.new_passages]
-
-
-def _source_label(passage: Passage) -> str:
-    """`[n] title › heading` (the file name when there is no title)."""
-    title = passage.title or passage.source.rsplit("/", 1)[-1]
-    return f"[{passage.number}] {title}" + (f" › {passage.heading}" if passage.heading else "")
 
 
 def _dense(hit: Any) -> float | None:

@@ -68,7 +68,7 @@ def _header(passage: Passage) -> str:
     Not `[n] title › heading`: with the answer opening with `[n]`, 10 of 38 dev answers went on
     with the title copied from that header instead of answering.
     """
-    label = _label(passage)
+    label = passage_label(passage)
     return f"Source {passage.number} ({label}):\n" if label else f"Source {passage.number}:\n"
 
 
@@ -84,11 +84,11 @@ def shown_text(passage: Passage) -> str:
     Grounding checks against this, not the bare text: a man page's name is often only in its
     title (`sdiag` in "Source 1 (sdiag › DESCRIPTION):"), and the model did read it there.
     """
-    label = _label(passage)
+    label = passage_label(passage)
     return f"{label}\n{passage.text.strip()}" if label else passage.text.strip()
 
 
-def _label(passage: Passage) -> str:
+def passage_label(passage: Passage) -> str:
     """'title › heading' of a passage (the file name when it has no title), '' when nothing is known."""
     name = passage.source.replace("\\", "/").rsplit("/", 1)[-1]
     parts = [part for part in (passage.title or name, passage.heading) if part]
