@@ -143,23 +143,18 @@ class LlamaCppLM:
 
     def state_key(self) -> list[str]:
         """What a saved KV cache must have been computed with to be loaded here (prefix_store.py): the
-        GGUF file (and its modification time), llama.cpp's build, the threads and the cache type."""
+        runner's `setup` (GGUF file, threads, cache type), the file's modification time and llama.cpp's build."""
         import llama_cpp
 
-        return [
-            *self.setup(),
-            str(self.path.stat().st_mtime_ns),
-            llama_cpp.__version__,
-            "bf16" if self.row_invariant else "f16",
-        ]
+        return [*self.setup(), str(self.path.stat().st_mtime_ns), llama_cpp.__version__]
 
-    def state_bytes(self) -> bytes:
-        """The KV cache of the sequence, as llama.cpp serialises it."""
+    def state_bytes(self) -> memoryview:
+        """The KV cache of the sequence, as llama.cpp serialises it (a view of the one copy taken)."""
         size = self._b.llama_state_seq_get_size(self._ctx, 0)
         buffer = (ctypes.c_ubyte * size)()
         if self._b.llama_state_seq_get_data(self._ctx, buffer, size, 0) != size:
             raise SpecragError("llama.cpp could not copy out its KV cache")
-        return bytes(buffer)
+        return memoryview(buffer).cast("B")
 
     def load_state(self, token_ids: list[int], payload: memoryview) -> bool:
         """Replace the cache by one `state_bytes` gave for `token_ids` (a writable view: llama.cpp reads it in

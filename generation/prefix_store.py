@@ -39,7 +39,7 @@ class StatefulLM(Protocol):
     """A runner whose KV cache can be read out and put back as bytes (LlamaCppLM)."""
 
     def state_key(self) -> list[str]: ...
-    def state_bytes(self) -> bytes: ...
+    def state_bytes(self) -> memoryview: ...
     def load_state(self, token_ids: list[int], payload: memoryview) -> bool: ...
 
 
@@ -50,14 +50,18 @@ class PrefixStore:
         self.folder = Path(folder)
 
     def path_for(self, lm: StatefulLM, token_ids: Sequence[int]) -> Path:
-        digest = hashlib.sha256(json.dumps([lm.state_key(), list(token_ids)]).encode()).hexdigest()
+        return self._path(lm.state_key(), token_ids)
+
+    def _path(self, key: list[str], token_ids: Sequence[int]) -> Path:
+        digest = hashlib.sha256(json.dumps([key, list(token_ids)]).encode()).hexdigest()
         return self.folder / f"{digest[:32]}.kv"
 
     def load(self, lm: object, token_ids: Sequence[int]) -> bool:
         """Put the saved cache of `token_ids` into `lm`; False (and `lm` untouched or reset) when there is none."""
         if not _stateful(lm) or not token_ids:
             return False
-        path = self.path_for(lm, token_ids)
+        key = lm.state_key()
+        path = self._path(key, token_ids)
         try:
             with path.open("rb") as file:
                 size = os.fstat(file.fileno()).st_size
@@ -72,7 +76,7 @@ class PrefixStore:
         loaded = None
         if data is not None:
             with data, memoryview(data) as view:
-                payload = _checked_payload(view, lm.state_key(), list(token_ids))
+                payload = _checked_payload(view, key, list(token_ids))
                 if payload is not None:
                     with payload:
                         loaded = lm.load_state(list(token_ids), payload)
@@ -90,15 +94,15 @@ class PrefixStore:
         the store only saves time."""
         if not _stateful(lm) or not token_ids:
             return
-        payload = lm.state_bytes()
+        payload, key = lm.state_bytes(), lm.state_key()
         header = {
-            "key": lm.state_key(),
+            "key": key,
             "tokens": list(token_ids),
             "bytes": len(payload),
             "sha256": hashlib.sha256(payload).hexdigest(),
         }
         try:
-            write_atomic(self.path_for(lm, token_ids), MAGIC + json.dumps(header).encode() + b"\n" + payload)
+            write_atomic(self._path(key, token_ids), MAGIC + json.dumps(header).encode() + b"\n" + payload)
             self._prune()
         except OSError as err:
             log.warning("cannot save the prompt prefix to %s (%s): the next start prefills it again", self.folder, err)
