@@ -14,7 +14,8 @@ Items built with the user's own values (`adapted`) are held by no passage verbat
 not judged.
 
 Prose quotes are judged the same way (`judge_quotes`): a run of words that a passage holds
-verbatim (the provenance view's quotes, quotes.py, and the drafter's copies) under a sentence
+verbatim (the provenance view's quotes, quotes.py, and the drafter's copies; matched as quotes.py
+matches them) under a sentence
 whose markers name only passages without it. "[2] Set the node to a DOWN state and then return
 it to service ..." was the troubleshooting guide's [3], under the FAQ's [2] (session 21, in the
 chat). The provenance marks showed [3]; nothing said that the citation was wrong.
@@ -30,7 +31,7 @@ from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import FENCE
 from app.copilot.events import GroundingItem, Quote, Segment
 from app.copilot.grounding import normalise
-from app.copilot.quotes import MIN_QUOTE_CHARS, MIN_QUOTE_WORDS
+from app.copilot.quotes import MIN_QUOTE_CHARS, MIN_QUOTE_WORDS, holds
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 
@@ -50,11 +51,12 @@ def judge_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) 
     out, at = [], 0
     for segment in segments:
         start, at = at, at + len(segment.text)
+        start += len(segment.text) - len(segment.text.lstrip())  # a copy may begin with the space after a sentence
         quote = normalise(segment.text)
         if segment.passage is None or len(quote) < MIN_QUOTE_CHARS or len(quote.split()) < MIN_QUOTE_WORDS:
             continue
         cited = next((markers for begin, end, markers, _ in sentences if begin <= start < end), ())
-        holders = tuple(number for number, passage in sorted(flat.items()) if quote in passage)
+        holders = tuple(number for number, passage in sorted(flat.items()) if holds(passage, quote))
         if cited and holders:
             out.append(Quote(quote, cited, holders))
     return out

@@ -6,7 +6,9 @@ writes a source's words itself just as often: always on a path that verifies no 
 drafted one, and the provenance view should say where it came from. A run counts from
 MIN_QUOTE_WORDS words and MIN_QUOTE_CHARS characters (shorter ones, "the job is", match by
 chance) and is matched with runs of whitespace taken as one space, as the passage and the
-answer break lines differently. It is credited to the lowest-numbered passage holding it.
+answer break lines differently, and with its first letter in either case: a quote that opens
+the model's sentence is capitalised ("Each component may ..." from "... each component may
+..."). It is credited to the lowest-numbered passage holding it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def holds(passage: str, run: str) -> bool:
+    """Whether `passage` has `run` verbatim (both whitespace-normalised), its first letter in either case."""
+    return run in passage or (run[:1].swapcase() + run[1:]) in passage
+
+
 def mark_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[Segment]:
     """`segments` with every quote inside the model's own segments split out and given its passage."""
     flat = {number: _flat(text) for number, text in sorted(passage_texts.items())}
@@ -41,14 +48,14 @@ def _split_quotes(text: str, flat: Mapping[int, str]) -> list[Segment]:
         end, holder = i, None  # the longest run words[i:end] that a passage holds, and that passage
         while end < len(words):
             run = _flat(text[words[i][0] : words[end][1]])
-            found = next((n for n, passage in flat.items() if run in passage), None)
+            found = next((n for n, passage in flat.items() if holds(passage, run)), None)
             if found is None:
                 break
             end, holder = end + 1, found
         start, stop = words[i][0], words[end - 1][1] if end > i else 0
         if holder is not None and end < len(words):  # it may end inside the next word ("explanation." / "as")
             for cut in range(words[end][0] + 1, words[end][1]):
-                if _flat(text[start:cut]) not in flat[holder]:
+                if not holds(flat[holder], _flat(text[start:cut])):
                     break
                 if not text[cut].isalnum():  # whole words only: "explanation", never "expl"
                     stop = cut

@@ -83,12 +83,37 @@ def test_prose_quoted_from_one_source_under_a_sentence_citing_another_is_misquot
     judged = {quote.text: quote for quote in quotes_of(answer)}
     drain, hetero, limit = (
         judged["Drain a node with scontrol update"],
-        judged["component may have its own resource request."],  # quotes match case: "Each" is the model's
+        judged["Each component may have its own resource request."],  # the passage has "each": opening a sentence
         judged["limits running jobs per user"],
     )
     assert (drain.holders, drain.cited, drain.misattributed) == ((2,), (1,), True)
     assert (hetero.holders, hetero.cited, hetero.misattributed) == ((1,), (3,), True)
     assert (limit.holders, limit.cited, limit.misattributed) == ((3,), (2, 3), False)  # one of its markers holds it
+
+
+def test_a_drafted_copy_that_begins_with_the_space_after_a_sentence_is_judged_by_that_sentence():
+    from app.copilot.attribution import judge_quotes
+    from app.copilot.events import Segment
+
+    segments = [
+        Segment("[2] Drain nodes first."),
+        Segment(" Heterogeneous jobs: each component may have its own resource request", 1),  # the drafter's copy
+        Segment(" [3]."),
+    ]
+    (quote,) = judge_quotes(segments, PASSAGES)
+    assert (quote.text, quote.holders, quote.cited, quote.misattributed) == (
+        "Heterogeneous jobs: each component may have its own resource request",
+        (1,),
+        (3,),
+        True,
+    )
+
+
+def test_only_a_quotes_first_letter_may_differ_in_case_from_its_passage():
+    (quote,) = quotes_of("[2] Each component may have its own resource request.")
+    assert (quote.text, quote.holders) == ("Each component may have its own resource request.", (1,))
+    (rest,) = quotes_of("[2] Each component MAY have its own resource request.")  # inside a run: no match
+    assert rest.text == "have its own resource request."
 
 
 def test_quotes_in_unmarked_sentences_short_runs_and_code_blocks_are_not_judged():
