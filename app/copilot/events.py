@@ -117,7 +117,7 @@ class Citations:
 
 FINISH_LABELS = {
     "repeat": "stopped: the answer was repeating itself",
-    "length": "length limit",
+    "length": "cut at the length limit",
     "withheld": "stopped: withheld, see the notice",
 }
 

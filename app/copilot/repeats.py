@@ -6,6 +6,8 @@ or line two or three times, often under a new [n] each time ("[1] All nodes must
 munge.key. [2] All nodes must share the munge.key. [3] All nodes..."). The front ends then
 show the answer with every sentence or line that repeats an earlier one (ignoring [n]
 markers, case and spacing) left out, and without the unfinished restart it was stopped in.
+An answer cut by the length limit loses such a restart too ("[2] DRAINING The node is
+currently executing a", after the whole sentence under [5]; seen in the chat).
 Nothing else changes: a sentence that says anything new stays, so does every line of code
 that is not a repeat, and the raw answer stays in `Final.answer`. An answer that ended on its
 own gets its prose sentences collapsed the same way, and keeps its code as written.
@@ -43,14 +45,15 @@ def shown_answer(answer: str, finish_reason: str) -> str:
     An answer that ended on its own can repeat a sentence too ("[3] X ... [6] X"), and then
     shows it once; its code is left alone, where a repeated line can be a real step (the same
     command in two examples)."""
-    return collapse_repeats(answer, code=finish_reason == "repeat")
+    return collapse_repeats(answer, code=finish_reason == "repeat", cut=finish_reason in ("repeat", "length"))
 
 
-def collapse_repeats(text: str, code: bool = True) -> str:
-    """`text` with each sentence or line that repeats an earlier one dropped, and a final unfinished
-    unit dropped when it only restarts an earlier one; a code block left with no line goes whole.
-    With `code` False, only prose sentences are dropped, and the final unit is taken as finished.
+def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> str:
+    """`text` with each sentence or line that repeats an earlier one dropped, and, when it was `cut`
+    (default: as `code`), a final unfinished unit dropped when it only restarts an earlier one; a code
+    block left with no line goes whole. With `code` False, only prose sentences are dropped.
     When nothing is dropped, `text` comes back as written, spacing and all."""
+    cut = code if cut is None else cut
     raw_lines = text.split("\n")
     seen: set[str] = set()
     dropped = False
@@ -59,7 +62,7 @@ def collapse_repeats(text: str, code: bool = True) -> str:
         nonlocal dropped
         key = _key(unit)
         if (len(key) >= MIN_KEY_CHARS and key in seen) or (
-            code and last and key and any(earlier.startswith(key) for earlier in seen)  # the restart the guard cut
+            cut and last and key and any(earlier.startswith(key) for earlier in seen)  # the restart it was cut in
         ):
             dropped = True
             return False

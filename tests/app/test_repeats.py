@@ -42,6 +42,15 @@ def test_an_answer_that_ended_on_its_own_shows_prose_once_and_keeps_its_code_as_
     assert shown_answer(as_written, "eos") == as_written  # nothing repeated: not even its spacing changes
 
 
+def test_an_answer_cut_by_the_length_limit_loses_the_restart_it_was_cut_in_and_keeps_its_code():
+    two_examples = "```\nsbatch --array=0-9 job.sh\n```\nOr with a throttle:\n```\nsbatch --array=0-9 job.sh\n```"
+    text = f"[5] {MUNGE}\n{two_examples}\n\n[2] All nodes in the"
+    assert shown_answer(text, "length") == f"[5] {MUNGE}\n{two_examples}"
+    assert shown_answer(text, "eos") == text  # ended on its own: "All nodes in the" is what it wrote last
+    new = f"[5] {MUNGE}\n\n[2] Then restart the"
+    assert shown_answer(new, "length") == new  # a cut sentence that says something new stays
+
+
 @pytest.mark.parametrize("finish, shown", [("repeat", f"[1] {MUNGE}"), ("eos", f"[1] {MUNGE}\n\n[1] All nodes")])
 def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(tiny_engine, monkeypatch, finish, shown):
     docs = [("munge.md", f"{MUNGE} Start munged before the Slurm daemons."), ("ntp.md", "Keep clocks in sync.")]
