@@ -488,13 +488,17 @@ def test_a_follow_up_after_a_refused_question_goes_back_to_the_topic_before_it(t
     assert retrieval_query("why?", [refused.turn]) == "why?"  # nothing answered to go back to
 
 
-def test_with_the_index_first_the_index_opens_while_the_models_load(tiny_engine, monkeypatch):
+def test_with_the_index_first_the_index_opens_while_the_models_load_in_this_thread(
+    tiny_engine, monkeypatch, tmp_path
+):
     import retrieval.live
 
     load_started, index_opened = threading.Event(), threading.Event()
     tiny_load = loading.load_engine
+    loaders = []
 
     def slow_load(models):
+        loaders.append(threading.current_thread())
         load_started.set()
         assert index_opened.wait(10), "the index was not opened while the models loaded"
         return tiny_load(models)
@@ -506,28 +510,18 @@ def test_with_the_index_first_the_index_opens_while_the_models_load(tiny_engine,
 
     monkeypatch.setattr(loading, "load_engine", slow_load)
     monkeypatch.setattr(retrieval.live, "LiveRetriever", open_index)
+    monkeypatch.setattr("retrieval.store.require_live", lambda index_dir: index_dir)  # the fake index exists
     copilot = Copilot.load(CopilotOptions(answer=AnswerOptions(max_new_tokens=4)), open_index_first=True)
+    assert loaders == [threading.main_thread()]  # a path's per-thread settings stay with the generating thread
     assert copilot.retrieve("drain a node", 1)
     assert collect(copilot.answer("How do I drain a node?")).stats["new_tokens"] > 0
 
 
-def test_a_broken_index_is_reported_without_waiting_for_the_models(tiny_engine, monkeypatch):
-    import retrieval.live
+def test_a_missing_index_is_reported_before_the_models_load(tiny_engine, monkeypatch, tmp_path):
     from retrieval.errors import RetrievalError
 
-    release = threading.Event()
-
-    def stuck_load(models):
-        release.wait(10)  # a model load that takes as long as the test allows
-
-    def broken_index(index_dir):
-        raise RetrievalError("no index at /nowhere: run specrag ingest first")
-
-    monkeypatch.setattr(loading, "load_engine", stuck_load)
-    monkeypatch.setattr(retrieval.live, "LiveRetriever", broken_index)
-    try:
-        with pytest.raises(RetrievalError, match="run specrag ingest"):
-            Copilot.load(CopilotOptions(), open_index_first=True)
-        assert not release.is_set()  # reported while the load was still running
-    finally:
-        release.set()
+    loads = []
+    monkeypatch.setattr(loading, "load_engine", loads.append)
+    with pytest.raises(RetrievalError, match="ingest"):
+        Copilot.load(CopilotOptions(index_dir=tmp_path / "nowhere"), open_index_first=True)
+    assert loads == []
