@@ -488,9 +488,7 @@ def test_a_follow_up_after_a_refused_question_goes_back_to_the_topic_before_it(t
     assert retrieval_query("why?", [refused.turn]) == "why?"  # nothing answered to go back to
 
 
-def test_with_the_index_first_the_index_opens_while_the_models_load_in_this_thread(
-    tiny_engine, monkeypatch, tmp_path
-):
+def test_with_the_index_first_the_index_opens_while_the_models_load_in_this_thread(tiny_engine, monkeypatch, tmp_path):
     import retrieval.live
 
     load_started, index_opened = threading.Event(), threading.Event()
