@@ -46,8 +46,13 @@ def judge_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) 
     """The quotes among `segments` (the answer split by provenance) that stand in a sentence citing a source,
     with the passages that hold them: `misattributed` when none of those is cited. A quote is judged by
     the sentence it starts in; a fenced block is not prose."""
+    return [quote for _, quote in placed_quotes(segments, passage_texts)]
+
+
+def placed_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[tuple[int, Quote]]:
+    """judge_quotes' quotes, each with the index of its sentence in `sentence_spans` of the joined text."""
     flat = {number: normalise(text) for number, text in passage_texts.items()}
-    sentences = [span for span in _spans("".join(segment.text for segment in segments)) if not span[3]]
+    spans = sentence_spans("".join(segment.text for segment in segments))
     out, at = [], 0
     for segment in segments:
         start, at = at, at + len(segment.text)
@@ -55,14 +60,17 @@ def judge_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) 
         quote = normalise(segment.text)
         if segment.passage is None or len(quote) < MIN_QUOTE_CHARS or len(quote.split()) < MIN_QUOTE_WORDS:
             continue
-        cited = next((markers for begin, end, markers, _ in sentences if begin <= start < end), ())
+        index = next(
+            (i for i, (begin, end, _, fenced) in enumerate(spans) if begin <= start < end and not fenced), None
+        )
+        cited = spans[index][2] if index is not None else ()
         holders = tuple(number for number, passage in sorted(flat.items()) if holds(passage, quote))
         if cited and holders:
-            out.append(Quote(quote, cited, holders))
+            out.append((index, Quote(quote, cited, holders)))
     return out
 
 
-def _spans(text: str) -> list[tuple[int, int, tuple[int, ...], bool]]:
+def sentence_spans(text: str) -> list[tuple[int, int, tuple[int, ...], bool]]:
     """(start, end, markers, fenced) for each non-blank sentence or line of prose, and for each fenced block's
     body, which answers to the markers of the sentence before it."""
     spans: list[tuple[int, int, tuple[int, ...], bool]] = []
@@ -84,7 +92,7 @@ def _spans(text: str) -> list[tuple[int, int, tuple[int, ...], bool]]:
 def _units(answer: str) -> list[tuple[str, tuple[int, ...]]]:
     """The answer as (normalised text, markers it answers to): one per sentence or line of prose, and one
     per fenced block, which answers to the markers of the sentence before it."""
-    return [(normalise(answer[start:end]), markers) for start, end, markers, _ in _spans(answer)]
+    return [(normalise(answer[start:end]), markers) for start, end, markers, _ in sentence_spans(answer)]
 
 
 def _cited_around(text: str, units: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[int, ...]:

@@ -104,6 +104,16 @@ class Quote:
 
 
 @dataclass(frozen=True)
+class Recitation:
+    """A sentence shown citing [now] in place of the markers the model `written` (recite.py): `evidence`, a
+    quote or command of the sentence, and all the rest of what it quotes, are in [now] and in none of those."""
+
+    written: tuple[int, ...]
+    now: int
+    evidence: str
+
+
+@dataclass(frozen=True)
 class Citations:
     markers: list[int]  # the [n] numbers the answer wrote, in order of first use
     invalid: list[int]  # markers that name no passage in the prompt
@@ -143,6 +153,8 @@ class Final:
     # source, or writes the prompt's [n] placeholder as a value (withhold.py)
     withheld: str = ""
     quotes: list[Quote] = field(default_factory=list)  # prose quotes in sentences that cite a source
+    recitations: list[Recitation] = field(default_factory=list)  # sentences shown citing the source they quote
+    recited: str = ""  # not '': the shown answer with those sentences' markers moved (recite.py)
 
     @property
     def finish_label(self) -> str:
@@ -152,8 +164,8 @@ class Final:
     @property
     def shown(self) -> str:
         """What the front ends show: the answer (each sentence once if it was stopped for repeating
-        itself: repeats.py), or the notice that withholds it."""
-        return self.withheld or shown_answer(self.answer, self.finish_reason)
+        itself: repeats.py; citing the sources it quotes: recite.py), or the notice that withholds it."""
+        return self.withheld or self.recited or shown_answer(self.answer, self.finish_reason)
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

@@ -33,6 +33,7 @@ from app.copilot.prompting import (
     shared_prompt_ids,
     shown_text,
 )
+from app.copilot.recite import recite
 from app.copilot.repeats import shown_answer
 from app.copilot.withhold import CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
@@ -353,7 +354,11 @@ class Copilot:
         checked = check_grounding(
             answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
         )
-        grounding = attribute(answer, checked)
+        texts = {p.number: p.text for p in passages}
+        recited, recitations = recite(displayed, citations.segments, attribute(displayed, checked), texts)
+        if recitations:  # shown citing the sources its sentences quote
+            displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
+        grounding = attribute(displayed, checked)
         notice = withheld_notice(grounding) or cited_notice
         # the sources list marks what the shown text cites: nothing, when the answer is withheld
         listed = cite.no_citations(passages) if notice else citations
@@ -379,7 +384,9 @@ class Copilot:
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             withheld=notice,
-            quotes=[] if notice else judge_quotes(citations.segments, {p.number: p.text for p in passages}),
+            quotes=[] if notice else judge_quotes(citations.segments, texts),
+            recitations=[] if notice else recitations,
+            recited=displayed if recitations and not notice else "",
         )
 
     def generation_config(self, options: AnswerOptions) -> GenerationConfig:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from app.copilot.events import Final, GroundingItem, Quote
+from app.copilot.events import Final, GroundingItem, Quote, Recitation
 from app.copilot.gate import weak_match_warning, why_refused
 
 Level = Literal["warning", "note"]
@@ -55,6 +55,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))
+    notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
     for item in final.adapted:
@@ -70,11 +71,22 @@ def misattribution(item: GroundingItem, code: Callable[[str], str]) -> str:
     return f"{code(item.text)} is in {holders}, not in {cited} that its sentence cites"
 
 
+def recitation(recited: Recitation, width: int = 60) -> str:
+    """A sentence shown citing the source it quotes instead of the one the model wrote (recite.py)."""
+    written = ", ".join(f"[{n}]" for n in recited.written)
+    now = f"[{recited.now}]"
+    return f"citation corrected to {now} (the model wrote {written}): “{_cut(recited.evidence, width)}” is in {now}"
+
+
 def misquotation(quote: Quote, width: int = 60) -> str:
     """Where words quoted under the wrong [n] really are (attribution.py)."""
-    text = quote.text if len(quote.text) <= width else quote.text[: width - 1].rstrip() + "…"
+    text = _cut(quote.text, width)
     holders, cited = (", ".join(f"[{n}]" for n in numbers) for numbers in (quote.holders, quote.cited))
     return f"“{text}” is quoted from {holders}, not from {cited} that its sentence cites"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def shown_paths(sources: Sequence[dict[str, Any]]) -> dict[int, str]:

@@ -34,13 +34,14 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     answered = [r for r in ok if "answer" in r]
     speaking = [r for r in answered if not _abstained(r)]
     found, listed, adapted, flagged, attributed, misattributed = 0, 0, 0, 0, 0, 0
-    quotes, misquoted = 0, 0
+    quotes, misquoted, recited = 0, 0, 0
     for row in speaking:
         grounding = row["answer"]["grounding"]
         attributed += grounding.get("attributed", 0)  # rows written before session 20 have none
         misattributed += len(grounding.get("misattributed", ()))
         quotes += grounding.get("quotes_attributed", 0)  # rows written before session 21 have none
         misquoted += len(grounding.get("misquoted", ()))
+        recited += len(grounding.get("recited", ()))  # rows written before session 22 have none
         # rows written before specifics were checked have no by_kind: every item was a command kind
         kinds = grounding.get("by_kind") or {"command": {"items": grounding["items"], "found": grounding["found"]}}
         for kind, counts in kinds.items():
@@ -64,6 +65,8 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         # of the prose quotes whose sentence cites a source, those that source holds
         "cited_source_quoted": f"{quotes - misquoted}/{quotes}"
         + (f" ({(quotes - misquoted) / quotes:.2f})" if quotes else ""),
+        # sentences shown citing the source they quote, not the model's [n] (counted as held above)
+        "citations_corrected": recited,
         "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
         "mrr": _mean([_metric(r, "mrr") for r in answerable]),
     }

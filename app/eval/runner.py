@@ -106,6 +106,9 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             # prose quotes in sentences that cite a source: how many, and those the cited source lacks
             "quotes_attributed": len(final.quotes),
             "misquoted": [quote.text for quote in final.misquoted],
+            # sentences shown citing the source they quote instead of the model's [n] (recite.py); the two
+            # counts above are of the shown answer, so they count these as held
+            "recited": [[list(r.written), r.now, r.evidence] for r in final.recitations],
         },
     }
 

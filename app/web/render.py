@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
-from app.copilot.events import Quote
+from app.copilot.events import Quote, Recitation
 from app.copilot.gate import weak_match_warning
-from app.copilot.summary import misattribution, misquotation, shown_paths, stats_parts
+from app.copilot.summary import misattribution, misquotation, recitation, shown_paths, stats_parts
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -64,7 +64,9 @@ def details_html(final: Final) -> str:
         f'<div class="sr-warn">⚠ {html.escape(warning[0].upper() + warning[1:])}</div>' if warning else "",
         # a withheld answer's words are not shown, so neither is where they came from nor what they invented
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
-        "" if final.withheld else grounding_html(final.grounding, final.citations.invalid, final.misquoted),
+        ""
+        if final.withheld
+        else grounding_html(final.grounding, final.citations.invalid, final.misquoted, final.recitations),
         sources_html(final.sources),
         stats_html(final),
     ]
@@ -208,7 +210,12 @@ def inert_html(text: str) -> str:
     return html.escape(text).translate(_MARKDOWN_INERT)
 
 
-def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = (), misquoted: Sequence[Quote] = ()) -> str:
+def grounding_html(
+    items: Sequence[GroundingItem],
+    invalid: Sequence[int] = (),
+    misquoted: Sequence[Quote] = (),
+    recitations: Sequence[Recitation] = (),
+) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
         f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b>"
@@ -228,6 +235,7 @@ def grounding_html(items: Sequence[GroundingItem], invalid: Sequence[int] = (), 
         for item in items
         if item.found and item.adapted
     )
+    note += "".join(f'<div class="sr-ok">↳ {inert_html(recitation(recited))}</div>' for recited in recitations)
     note += "".join(
         f'<div class="sr-ok">↳ {misattribution(item, lambda text: f"<code>{html.escape(text)}</code>")}</div>'
         for item in items

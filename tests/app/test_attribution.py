@@ -60,8 +60,11 @@ def scripted_final(monkeypatch, answer: str, question: str, source: int) -> tupl
 
 def test_every_front_end_gets_a_note_naming_the_source_that_holds_it(tiny_engine, monkeypatch):
     question = "How do I stop one user running more than 4 jobs?"
-    final, number = scripted_final(monkeypatch, "[1] Set `MaxJobsPerUser=4` on the QOS.", question, source=3)
-    assert [item.text for item in final.misattributed] == ["MaxJobsPerUser=4"]
+    drain = "scontrol update NodeName=n1 State=DRAIN Reason=maintenance"
+    answer = f"[1] Set `MaxJobsPerUser=4` on the QOS, drain with `{drain}`."
+    final, number = scripted_final(monkeypatch, answer, question, source=3)
+    assert final.recitations == []  # its commands are in two sources: no one source to cite instead
+    assert "MaxJobsPerUser=4" in [item.text for item in final.misattributed]
     notes = check_notes(final, lambda text: f"`{text}`")
     assert ("note", f"`MaxJobsPerUser=4` is in [{number}], not in [1] that its sentence cites") in notes
 
@@ -128,12 +131,18 @@ def test_quotes_in_unmarked_sentences_short_runs_and_code_blocks_are_not_judged(
 def test_every_front_end_names_the_source_a_misquoted_sentence_came_from(tiny_engine, monkeypatch):
     from app.web.render import grounding_html
 
-    answer = "[1] Drain a node with scontrol update and give a reason."
+    answer = "[1] Drain a node with scontrol update, limits running jobs per user."  # quotes of two sources
     final, number = scripted_final(monkeypatch, answer, "How do I drain a node?", source=2)
-    assert number != 1 and [quote.text for quote in final.misquoted] == ["Drain a node with scontrol update"]
+    assert number != 1 and final.recitations == []
+    assert [quote.text for quote in final.misquoted] == [
+        "Drain a node with scontrol update",
+        "limits running jobs per user.",
+    ]
     note = f"“Drain a node with scontrol update” is quoted from [{number}], not from [1] that its sentence cites"
     assert ("note", note) in check_notes(final, lambda text: f"`{text}`")
     assert note in grounding_html(final.grounding, final.citations.invalid, final.misquoted)
-    assert final.to_dict()["quotes"] == [
-        {"text": "Drain a node with scontrol update", "cited": (1,), "holders": (number,)}
-    ]
+    assert final.to_dict()["quotes"][0] == {
+        "text": "Drain a node with scontrol update",
+        "cited": (1,),
+        "holders": (number,),
+    }

@@ -1,0 +1,70 @@
+"""The [n] an operator opens should hold what its sentence quotes: markers moved to that source.
+
+The prompt has the model open each answer, and often each sentence, with the `[n]` of its
+source, so it picks the number before it writes the words. On session 21's 61 Slurm answers
+the cited source held only 20 of 73 prose quotes: "[5] The node is currently executing a
+job, but will not be allocated additional jobs." sent the operator to an FAQ, while the
+words are the sinfo page's [2] (seen in the chat).
+
+A sentence whose judged evidence (its prose quotes, attribution.py, and the commands of its
+inline code and of the fenced blocks it introduces, grounding.py) all stand in one passage
+that none of its markers names is shown citing that passage: the first of its markers becomes
+`[k]`, k the lowest-numbered passage holding all of it, and the others go. A sentence with any
+evidence in a source it cites, or evidence spread over sources, keeps its markers (the
+misattribution notes still say where each piece is). The front ends show the corrected text
+and say what was corrected; `Final.answer` and the token ids stay as generated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from app.copilot.attribution import placed_quotes, sentence_spans
+from app.copilot.events import GroundingItem, Recitation, Segment
+from app.copilot.grounding import normalise
+from app.copilot.markers import MARKER_GROUP
+
+_LATER_MARKER = re.compile(rf"[ \t]*{MARKER_GROUP.pattern}")
+
+
+def recite(
+    text: str, segments: Sequence[Segment], grounding: Sequence[GroundingItem], passage_texts: Mapping[int, str]
+) -> tuple[str, list[Recitation]]:
+    """`text` (the shown answer, split by provenance into `segments`) with the markers of each sentence whose
+    evidence all stands in one uncited passage moved to it, and what was moved."""
+    spans = sentence_spans(text)
+    evidence: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    for index, quote in placed_quotes(segments, passage_texts):
+        evidence.setdefault(index, []).append((quote.text, quote.holders))
+    units = [normalise(text[begin:end]) for begin, end, _, _ in spans]
+    for item in grounding:
+        if not (item.found and item.holders) or item.adapted:
+            continue  # not found, or filled with the user's values: no passage holds it as written
+        index = next((i for i, unit in enumerate(units) if normalise(item.text) in unit), None)
+        while index is not None and spans[index][3]:  # a fenced block answers to the sentence before it
+            index = index - 1 if index > 0 else None
+        if index is not None:
+            evidence.setdefault(index, []).append((item.text, item.holders))
+    recitations: list[tuple[int, Recitation]] = []
+    for index, found in evidence.items():
+        begin, end, cited, _ = spans[index]
+        if not cited or any(set(holders) & set(cited) for _, holders in found):
+            continue
+        common = set.intersection(*(set(holders) for _, holders in found))
+        if common:
+            recitations.append((index, Recitation(cited, min(common), found[0][0])))
+    out = text
+    for index, recitation in sorted(recitations, key=lambda pair: -pair[0]):  # from the end: offsets stay valid
+        begin, end, _, _ = spans[index]
+        out = out[:begin] + _moved(out[begin:end], recitation.now) + out[end:]
+    return out, [recitation for _, recitation in sorted(recitations, key=lambda pair: pair[0])]
+
+
+def _moved(sentence: str, number: int) -> str:
+    """`sentence` with its first marker group made [number] and every later one dropped."""
+    first = MARKER_GROUP.search(sentence)
+    if first is None:  # never: a sentence that cites has a marker
+        return sentence
+    rest = _LATER_MARKER.sub("", sentence[first.end() :])
+    return f"{sentence[: first.start()]}[{number}]{rest}"
