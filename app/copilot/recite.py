@@ -6,12 +6,15 @@ the cited source held only 20 of 73 prose quotes: "[5] The node is currently exe
 job, but will not be allocated additional jobs." sent the operator to an FAQ, while the
 words are the sinfo page's [2] (seen in the chat).
 
-A sentence whose judged evidence (its prose quotes, attribution.py, and the commands of its
-inline code and of the fenced blocks it introduces, grounding.py) all stand in one passage
-that none of its markers names is shown citing that passage: the first of its markers becomes
-`[k]`, k the lowest-numbered passage holding all of it, and the others go. A sentence with any
-evidence in a source it cites, or evidence spread over sources, keeps its markers (the
-misattribution notes still say where each piece is). The front ends show the corrected text
+A sentence's evidence is its prose quotes (attribution.py) and the found commands of its
+inline code and of the fenced blocks it introduces (grounding.py). A sentence with none of it
+in a source it cites, and whose strong evidence (commands, and quotes of MIN_RECITE_WORDS
+words or more) all stands in one passage, is shown citing that passage: the first of its
+markers becomes `[k]`, k the lowest-numbered passage holding all of it, and the others go.
+A four-word run such as "add the following to" or "trigger an event when" is a quote by the
+provenance view's measure, but too common to move a citation on (on session 21's answers it
+would have moved 8 sentences on such runs alone). Evidence spread over sources leaves the
+markers as written (the misattribution notes still say where each piece is). The front ends show the corrected text
 and say what was corrected; `Final.answer` and the token ids stay as generated.
 """
 
@@ -25,6 +28,7 @@ from app.copilot.events import GroundingItem, Recitation, Segment
 from app.copilot.grounding import normalise
 from app.copilot.markers import MARKER_GROUP
 
+MIN_RECITE_WORDS = 6  # a prose quote this long moves a citation; shorter ones only keep one where it is
 _LATER_MARKER = re.compile(rf"[ \t]*{MARKER_GROUP.pattern}")
 
 
@@ -34,9 +38,9 @@ def recite(
     """`text` (the shown answer, split by provenance into `segments`) with the markers of each sentence whose
     evidence all stands in one uncited passage moved to it, and what was moved."""
     spans = sentence_spans(text)
-    evidence: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    evidence: dict[int, list[tuple[str, tuple[int, ...], bool]]] = {}  # (text, holders, strong) per sentence
     for index, quote in placed_quotes(segments, passage_texts):
-        evidence.setdefault(index, []).append((quote.text, quote.holders))
+        evidence.setdefault(index, []).append((quote.text, quote.holders, len(quote.text.split()) >= MIN_RECITE_WORDS))
     units = [normalise(text[begin:end]) for begin, end, _, _ in spans]
     for item in grounding:
         if not (item.found and item.holders) or item.adapted:
@@ -45,15 +49,16 @@ def recite(
         while index is not None and spans[index][3]:  # a fenced block answers to the sentence before it
             index = index - 1 if index > 0 else None
         if index is not None:
-            evidence.setdefault(index, []).append((item.text, item.holders))
+            evidence.setdefault(index, []).append((item.text, item.holders, True))
     recitations: list[tuple[int, Recitation]] = []
     for index, found in evidence.items():
         begin, end, cited, _ = spans[index]
-        if not cited or any(set(holders) & set(cited) for _, holders in found):
+        strong = [(text, holders) for text, holders, is_strong in found if is_strong]
+        if not cited or not strong or any(set(holders) & set(cited) for _, holders, _ in found):
             continue
-        common = set.intersection(*(set(holders) for _, holders in found))
+        common = set.intersection(*(set(holders) for _, holders in strong))
         if common:
-            recitations.append((index, Recitation(cited, min(common), found[0][0])))
+            recitations.append((index, Recitation(cited, min(common), strong[0][0])))
     out = text
     for index, recitation in sorted(recitations, key=lambda pair: -pair[0]):  # from the end: offsets stay valid
         begin, end, _, _ = spans[index]

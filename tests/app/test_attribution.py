@@ -131,13 +131,11 @@ def test_quotes_in_unmarked_sentences_short_runs_and_code_blocks_are_not_judged(
 def test_every_front_end_names_the_source_a_misquoted_sentence_came_from(tiny_engine, monkeypatch):
     from app.web.render import grounding_html
 
-    answer = "[1] Drain a node with scontrol update, limits running jobs per user."  # quotes of two sources
+    answer = "[1] Drain a node with scontrol update, then set MaxJobsPerUser=4 limits running jobs per user."
     final, number = scripted_final(monkeypatch, answer, "How do I drain a node?", source=2)
     assert number != 1 and final.recitations == []
-    assert [quote.text for quote in final.misquoted] == [
-        "Drain a node with scontrol update",
-        "limits running jobs per user.",
-    ]
+    quoted = [quote.text for quote in final.misquoted]  # from two sources: no one source to cite instead
+    assert quoted == ["Drain a node with scontrol update", "set MaxJobsPerUser=4 limits running jobs per user."]
     note = f"“Drain a node with scontrol update” is quoted from [{number}], not from [1] that its sentence cites"
     assert ("note", note) in check_notes(final, lambda text: f"`{text}`")
     assert note in grounding_html(final.grounding, final.citations.invalid, final.misquoted)
