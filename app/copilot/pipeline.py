@@ -355,6 +355,7 @@ class Copilot:
             answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
         )
         texts = {p.number: p.text for p in passages}
+        written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
         recited, recitations = recite(displayed, citations.segments, attribute(displayed, checked), texts)
         if recitations:  # shown citing the sources its sentences quote
             displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
@@ -380,7 +381,7 @@ class Copilot:
             # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention;
             # without its passages, as a gated turn: the next question's sources are numbered from [1] again,
             # where the model's habit of opening with [1] points (it had cited an earlier turn's [1] otherwise)
-            turn=Turn(prepared.question, notice or displayed, kept_passages, bool(notice)),
+            turn=Turn(prepared.question, notice or written, kept_passages, bool(notice)),
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             withheld=notice,

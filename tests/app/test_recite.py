@@ -61,7 +61,7 @@ def test_the_pipeline_shows_the_corrected_citation_and_keeps_the_answer_as_gener
     final = collect(copilot.answer("How do I drain a node?"))
     drain = next(p.number for p in final.passages if p.text == PASSAGES[2])
     assert drain != 1  # the fake retriever ranks the drain page below another: the model's [1] is wrong
-    assert final.answer == raw.replace("[9]", "[1]")  # as generated
+    assert final.answer == final.turn.answer == raw.replace("[9]", "[1]")  # as generated, and so in the KV cache
     assert final.shown == final.to_dict()["shown"] == raw.replace("[9]", f"[{drain}]")
     assert final.citations.markers == [drain] and [s["number"] for s in final.sources if s["cited"]] == [drain]
     assert final.misquoted == [] and [q.cited for q in final.quotes] == [(drain,)]
