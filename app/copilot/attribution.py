@@ -15,10 +15,9 @@ not judged.
 
 Prose quotes are judged the same way (`judge_quotes`): a run of words that a passage holds
 verbatim (the provenance view's quotes, quotes.py, and the drafter's copies; matched as quotes.py
-matches them) under a sentence
-whose markers name only passages without it. "[2] Set the node to a DOWN state and then return
-it to service ..." was the troubleshooting guide's [3], under the FAQ's [2] (session 21, in the
-chat). The provenance marks showed [3]; nothing said that the citation was wrong.
+matches them) under a sentence whose markers name only passages without it. "[2] Set the node
+to a DOWN state and then return it to service ..." was the troubleshooting guide's [3], under
+the FAQ's [2] (session 21, in the chat). The provenance marks showed [3]; nothing said that the citation was wrong.
 """
 
 from __future__ import annotations

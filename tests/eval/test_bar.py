@@ -49,3 +49,11 @@ def test_cited_sources_that_hold_their_items_are_counted_where_rows_record_them(
     dev = by_split([right, wrong, old])["dev"]  # q4 predates the check: it adds nothing
     assert dev["cited_source_holds"] == "2/4 (0.50)"
     assert by_split([old])["dev"]["cited_source_holds"] == "0/0"
+
+
+def test_corrected_citations_are_counted_where_rows_record_them():
+    moved, old = row("q1", cited=[2]), row("q2", cited=[1])
+    recited = [[[5], 2, "The node is currently executing a job"], [[1], 3, "sinfo -R"]]
+    moved["answer"]["grounding"] |= {"recited": recited}
+    assert by_split([moved, old])["dev"]["citations_corrected"] == 2  # q2 predates recitation: it adds nothing
+    assert by_split([old])["dev"]["citations_corrected"] == 0
