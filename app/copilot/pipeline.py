@@ -345,49 +345,18 @@ class Copilot:
         stats: dict,
         cited_notice: str = "",  # CitationGuard's: uncited, or the [n] placeholder
     ) -> Final:
-        passages = prepared.all_passages
         decode = self.engine.tokenizer.decode
-        citations = cite.build_citations(answer, ids, origins, passages, lambda t: decode(t, skip_special_tokens=True))
-        displayed = shown_answer(answer, finish)  # as Final.shown
-        if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
-            citations = cite.of_shown_text(citations, displayed, passages)
-        checked = check_grounding(
-            answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
-        )
-        texts = {p.number: p.text for p in passages}
-        written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
-        recited, recitations = recite(displayed, citations.segments, attribute(displayed, checked), texts)
-        if recitations:  # shown citing the sources its sentences quote
-            displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
-        grounding = attribute(displayed, checked)
-        notice = withheld_notice(grounding) or cited_notice
-        # the sources list marks what the shown text cites: nothing, when the answer is withheld
-        listed = cite.no_citations(passages) if notice else citations
-        used = {*listed.valid, *listed.copied}
-        shown = [p for p in passages if p in prepared.new_passages or p.number in used]
-        kept_passages = () if notice else tuple(prepared.new_passages)
-        return Final(
-            question=prepared.question,
-            answer=answer,
-            finish_reason=finish,
-            passages=passages,
-            sources=cite.source_list(shown, listed),
-            citations=citations,
-            grounding=grounding,
-            stats=stats,
-            prompt_ids=prepared.prompt_ids,
-            output_ids=ids,
-            origins=origins,
-            # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention;
-            # without its passages, as a gated turn: the next question's sources are numbered from [1] again,
-            # where the model's habit of opening with [1] points (it had cited an earlier turn's [1] otherwise)
-            turn=Turn(prepared.question, notice or written, kept_passages, bool(notice)),
-            models=self.loaded.describe() if self.loaded else {},
-            relevance=prepared.relevance.to_dict() if prepared.relevance else None,
-            withheld=notice,
-            quotes=[] if notice else judge_quotes(citations.segments, texts),
-            recitations=[] if notice else recitations,
-            recited=displayed if recitations and not notice else "",
+        models = self.loaded.describe() if self.loaded else {}
+        return _checked_final(
+            prepared,
+            answer,
+            ids,
+            origins,
+            finish,
+            stats,
+            lambda t: decode(t, skip_special_tokens=True),
+            models,
+            cited_notice,
         )
 
     def generation_config(self, options: AnswerOptions) -> GenerationConfig:
@@ -422,6 +391,71 @@ class Copilot:
             "copied_share": round(copied / len(origins), 4) if origins else 0.0,
             "elapsed_s": round(time.perf_counter() - started, 4),
         }
+
+
+def final_from_text(question: str, passages: Sequence[Passage], answer: str, finish: str, withheld: str = "") -> Final:
+    """The Final that `answer`, written for `question` over `passages` and ended for `finish`, gets from the
+    pipeline's checks, without a model: what `app.eval.rescore` scores saved answers with. Provenance is by
+    text alone (no drafter origins); `withheld`, a CitationGuard notice the answer was stopped with."""
+    prepared = _Prepared(question, [], [], list(passages), [], [], {})
+    return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, withheld)
+
+
+def _checked_final(
+    prepared: _Prepared,
+    answer: str,
+    ids: list[int],
+    origins: list[str],
+    finish: str,
+    stats: dict,
+    decode: Callable[[Sequence[int]], str],
+    models: dict[str, Any],
+    cited_notice: str = "",
+) -> Final:
+    """The answer's Final: what the user is shown of it, its citations, grounding, quotes and recitations."""
+    passages = prepared.all_passages
+    citations = cite.build_citations(answer, ids, origins, passages, decode)
+    displayed = shown_answer(answer, finish)  # as Final.shown
+    if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
+        citations = cite.of_shown_text(citations, displayed, passages)
+    checked = check_grounding(
+        answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
+    )
+    texts = {p.number: p.text for p in passages}
+    written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
+    recited, recitations = recite(displayed, citations.segments, attribute(displayed, checked), texts)
+    if recitations:  # shown citing the sources its sentences quote
+        displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
+    grounding = attribute(displayed, checked)
+    notice = withheld_notice(grounding) or cited_notice
+    # the sources list marks what the shown text cites: nothing, when the answer is withheld
+    listed = cite.no_citations(passages) if notice else citations
+    used = {*listed.valid, *listed.copied}
+    shown = [p for p in passages if p in prepared.new_passages or p.number in used]
+    kept_passages = () if notice else tuple(prepared.new_passages)
+    return Final(
+        question=prepared.question,
+        answer=answer,
+        finish_reason=finish,
+        passages=passages,
+        sources=cite.source_list(shown, listed),
+        citations=citations,
+        grounding=grounding,
+        stats=stats,
+        prompt_ids=prepared.prompt_ids,
+        output_ids=ids,
+        origins=origins,
+        # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention;
+        # without its passages, as a gated turn: the next question's sources are numbered from [1] again,
+        # where the model's habit of opening with [1] points (it had cited an earlier turn's [1] otherwise)
+        turn=Turn(prepared.question, notice or written, kept_passages, bool(notice)),
+        models=models,
+        relevance=prepared.relevance.to_dict() if prepared.relevance else None,
+        withheld=notice,
+        quotes=[] if notice else judge_quotes(citations.segments, texts),
+        recitations=[] if notice else recitations,
+        recited=displayed if recitations and not notice else "",
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""Score saved eval answers again with the current checks, without the model:
+`python -m app.eval.rescore DIR/results.jsonl --questions QUESTIONS.jsonl --index DIR --out NEW.jsonl`.
+
+Everything an eval row records about an answer past its text (what the user is shown, citations,
+grounding, quotes, recitations, keyword recall, abstention) is computed from the text and its
+passages. When those checks change, rerunning the model (~40 min for the 61 Slurm questions on a
+2-core CPU) only reproduces the same text; this recomputes the rest through the pipeline's own
+`final_from_text`, reading each passage from the index by the chunk id the row recorded.
+
+A row is kept as it was, and counted, when its answer cannot be rescored faithfully: the gate
+refused it (no model ran), or the drafter copied tokens into it (the drafter's provenance is not
+saved, and the checks would see those copies only as text). A chunk the index no longer holds is
+an error: rescore against the index the eval ran on. The output is written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app.copilot.events import Passage
+from app.copilot.pipeline import final_from_text
+from app.eval.questions import Question, read_questions
+from app.eval.results import load_rows
+from app.eval.runner import abstention_record, answer_record
+from core.atomic import write_atomic
+from core.errors import SpecragError
+
+
+def rescore_rows(
+    rows: Sequence[dict[str, Any]], questions: dict[str, Question], chunk_text: Callable[[str], str | None]
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The rows with their answers scored again, and how many were kept as they were, by reason."""
+    out, kept = [], {"no answer": 0, "gated": 0, "drafted": 0}
+    for row in rows:
+        answer = row.get("answer")
+        reason = "no answer" if not answer else "gated" if answer["finish_reason"] == "gated" else ""
+        if not reason and answer["citations"].get("copied"):
+            reason = "drafted"
+        if reason:
+            kept[reason] += 1
+            out.append(row)
+            continue
+        question = questions.get(str(row["id"]))
+        if question is None:
+            raise SpecragError(f"row {row['id']} is not in the questions file: pass the file the eval ran on")
+        passages = [_passage(source, chunk_text, row["id"]) for source in row["retrieval"]["sources"]]
+        finish, withheld = answer["finish_reason"], answer.get("withheld", "")
+        final = final_from_text(
+            question.question, passages[: answer["passages_in_prompt"]], answer["text"], finish, withheld
+        )
+        out.append(
+            row | {"answer": answer_record(final, question), "abstention": abstention_record(final.shown, question)}
+        )
+    return out, kept
+
+
+def _passage(source: dict[str, Any], chunk_text: Callable[[str], str | None], row_id: object) -> Passage:
+    text = chunk_text(source["chunk_id"])
+    if text is None:
+        raise SpecragError(
+            f"row {row_id}: the index no longer holds chunk {source['chunk_id']} ({source['path']}): "
+            "rescore against the index the eval ran on"
+        )
+    return Passage(
+        source["rank"], text, source["path"], source["title"], source["heading"], source["score"], source["chunk_id"]
+    )
+
+
+def index_chunks(index_dir: Path) -> dict[str, str]:
+    """Chunk id -> text, for the live generation of the index at `index_dir`."""
+    from retrieval.index import load_rows as load_index_rows
+    from retrieval.manifest import settings_of
+    from retrieval.store import check_generation, pin_live
+
+    with pin_live(index_dir) as lease:
+        settings = settings_of(check_generation(lease.generation))
+        chunks, _ = load_index_rows(lease.generation, settings.dim)
+    return {chunk.chunk_id: chunk.text for chunk in chunks}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.eval.rescore", description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="a results.jsonl written by specrag eval")
+    parser.add_argument("--questions", type=Path, required=True, help="the questions file the eval ran on")
+    parser.add_argument("--index", type=Path, required=True, help="the index the eval ran on")
+    parser.add_argument("--out", type=Path, required=True, help="where to write the rescored rows (JSON lines)")
+    args = parser.parse_args(argv)
+    try:
+        if args.out.resolve() == args.results.resolve():
+            raise SpecragError("--out is the results file itself: write the rescored rows to a new file")
+        rows, _ = load_rows(args.results)
+        questions = {q.id: q for q in read_questions(args.questions)[0]}
+        rescored, kept = rescore_rows(rows, questions, index_chunks(args.index).get)
+    except (SpecragError, OSError) as err:
+        print(f"specrag rescore: error: {err}", file=sys.stderr)
+        return 2
+    write_atomic(args.out, "".join(json.dumps(row) + "\n" for row in rescored))
+    left = ", ".join(f"{count} {reason}" for reason, count in kept.items() if count)
+    print(
+        f"rescored {len(rescored) - sum(kept.values())} of {len(rescored)} rows -> {args.out}"
+        + (f" (kept as they were: {left})" if left else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Saved eval answers scored again with the current checks, without the model."""
+
+import json
+
+import pytest
+
+from app.eval.questions import read_questions
+from app.eval.rescore import index_chunks, main, rescore_rows
+from app.eval.results import load_rows
+from app.eval_cmd import run
+
+from .evalkit import factory
+from .test_eval_cmd import QUESTIONS, eval_args, write_questions
+
+
+@pytest.fixture
+def saved(tmp_path, fake_index, loaded_tiny):
+    """An eval run of the tiny models, plain decoding (nothing drafted), gate off: every row has an answer."""
+    questions = write_questions(tmp_path / "q.jsonl", QUESTIONS)
+    out = tmp_path / "out"
+    assert (
+        run(eval_args(questions, out, "--speculation", "none", "--gate", "off"), factory(fake_index, loaded_tiny)) == 0
+    )
+    return questions, out / "results.jsonl"
+
+
+def test_rescoring_reproduces_the_rows_the_eval_wrote_and_scores_an_edited_text_afresh(saved, fake_index):
+    questions_path, results = saved
+    rows, _ = load_rows(results)
+    questions = {q.id: q for q in read_questions(questions_path)[0]}
+    rescored, kept = rescore_rows(rows, questions, index_chunks(fake_index).get)
+    assert kept == {"no answer": 0, "gated": 0, "drafted": 0}
+    assert json.loads(json.dumps(rescored)) == rows  # the same checks give the same rows
+
+    munge = next(row for row in rows if row["id"] == "munge")
+    edited = munge | {"answer": munge["answer"] | {"text": "[1] Stop munged, then copy the munge.key to every node."}}
+    (again,), _ = rescore_rows([edited], questions, index_chunks(fake_index).get)
+    assert again["answer"]["keyword_recall"] == 1.0 and again["answer"]["citations"]["markers"] == [1]
+    assert munge["answer"]["keyword_recall"] != 1.0  # the tiny model's own text said neither keyword
+
+
+def test_drafted_and_gated_rows_are_kept_and_a_lost_chunk_is_an_error(saved, fake_index, tmp_path, capsys):
+    questions_path, results = saved
+    rows, _ = load_rows(results)
+    questions = {q.id: q for q in read_questions(questions_path)[0]}
+    drafted = rows[0] | {
+        "answer": rows[0]["answer"] | {"citations": rows[0]["answer"]["citations"] | {"copied": {"1": 3}}}
+    }
+    gated = rows[1] | {"answer": rows[1]["answer"] | {"finish_reason": "gated"}}
+    rescored, kept = rescore_rows([drafted, gated, rows[2]], questions, index_chunks(fake_index).get)
+    assert rescored[:2] == [drafted, gated] and kept == {"no answer": 0, "gated": 1, "drafted": 1}
+
+    out = tmp_path / "rescored.jsonl"
+    lost = tmp_path / "lost.jsonl"
+    lost.write_text(
+        json.dumps(rows[2] | {"retrieval": {"sources": [rows[2]["retrieval"]["sources"][0] | {"chunk_id": "gone"}]}})
+        + "\n"
+    )
+    assert main([str(lost), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(out)]) == 2
+    assert "no longer holds chunk gone" in capsys.readouterr().err and not out.exists()
+    assert (
+        main([str(results), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(results)]) == 2
+    )
+    assert "write the rescored rows to a new file" in capsys.readouterr().err
+    assert main([str(results), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(out)]) == 0
+    assert json.loads(json.dumps(load_rows(out)[0])) == rows
