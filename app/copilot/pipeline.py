@@ -333,30 +333,17 @@ class Copilot:
         if rest:
             yield Token(rest, [], [], stats)
         finish = "withheld" if guard.notice or cited.tripped else event.finish_reason or "length"
-        yield self._final(prepared, "".join(text), ids, origins, finish, stats, cited_notice=cited.notice)
-
-    def _final(
-        self,
-        prepared: _Prepared,
-        answer: str,
-        ids: list[int],
-        origins: list[str],
-        finish: str,
-        stats: dict,
-        cited_notice: str = "",  # CitationGuard's: uncited, or the [n] placeholder
-    ) -> Final:
-        decode = self.engine.tokenizer.decode
-        models = self.loaded.describe() if self.loaded else {}
-        return _checked_final(
+        tokenizer, models = self.engine.tokenizer, self.loaded.describe() if self.loaded else {}
+        yield _checked_final(
             prepared,
-            answer,
+            "".join(text),
             ids,
             origins,
             finish,
             stats,
-            lambda t: decode(t, skip_special_tokens=True),
+            lambda t: tokenizer.decode(t, skip_special_tokens=True),
             models,
-            cited_notice,
+            cited.notice,
         )
 
     def generation_config(self, options: AnswerOptions) -> GenerationConfig:
