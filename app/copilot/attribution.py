@@ -36,9 +36,32 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 
 
 def attribute(answer: str, grounding: Sequence[GroundingItem]) -> list[GroundingItem]:
-    """`grounding` (whose found items know their `holders`: grounding.py) with `cited` filled in for them."""
-    units = _units(answer)
-    return [replace(item, cited=_cited_around(item.text, units)) if item.holders else item for item in grounding]
+    """`grounding` (whose found items know their `holders`: grounding.py) with `cited` filled in for them: the
+    markers of the sentence each answers to, () when that cites none."""
+    spans = sentence_spans(answer)
+    return [
+        replace(item, cited=spans[index][2] if index is not None else ()) if item.holders else item
+        for index, item in _placed(answer, spans, grounding)
+    ]
+
+
+def placed_items(answer: str, grounding: Sequence[GroundingItem]) -> list[tuple[int | None, GroundingItem]]:
+    """Each item with the index, in `sentence_spans(answer)`, of the prose sentence it answers to: the first
+    sentence or line that holds it, or for a fenced block the sentence that introduces it; None for none."""
+    return _placed(answer, sentence_spans(answer), grounding)
+
+
+def _placed(
+    answer: str, spans: Sequence[tuple[int, int, tuple[int, ...], bool]], grounding: Sequence[GroundingItem]
+) -> list[tuple[int | None, GroundingItem]]:
+    units = [normalise(answer[start:end]) for start, end, _, _ in spans]
+    placed = []
+    for item in grounding:
+        index = next((i for i, unit in enumerate(units) if item.text in unit), None)
+        while index is not None and spans[index][3]:  # a fenced block answers to the sentence before it
+            index = index - 1 if index > 0 else None
+        placed.append((index, item))
+    return placed
 
 
 def judge_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[Quote]:
@@ -86,14 +109,3 @@ def sentence_spans(text: str) -> list[tuple[int, int, tuple[int, ...], bool]]:
             spans.append((fence.start(1), fence.end(1), spans[-1][2] if spans else (), True))
             prose_start = fence.end()
     return spans
-
-
-def _units(answer: str) -> list[tuple[str, tuple[int, ...]]]:
-    """The answer as (normalised text, markers it answers to): one per sentence or line of prose, and one
-    per fenced block, which answers to the markers of the sentence before it."""
-    return [(normalise(answer[start:end]), markers) for start, end, markers, _ in sentence_spans(answer)]
-
-
-def _cited_around(text: str, units: Sequence[tuple[str, tuple[int, ...]]]) -> tuple[int, ...]:
-    """The markers of the first unit that holds `text`; () when it stands in none or in an unmarked one."""
-    return next((markers for unit, markers in units if text in unit), ())

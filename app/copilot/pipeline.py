@@ -410,7 +410,7 @@ def _checked_final(
     )
     texts = {p.number: p.text for p in passages}
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
-    recited, recitations = recite(displayed, citations.segments, attribute(displayed, checked), texts)
+    recited, recitations = recite(displayed, citations.segments, checked, texts)
     if recitations:  # shown citing the sources its sentences quote
         displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
     grounding = attribute(displayed, checked)

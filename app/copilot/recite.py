@@ -23,9 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from app.copilot.attribution import placed_quotes, sentence_spans
+from app.copilot.attribution import placed_items, placed_quotes, sentence_spans
 from app.copilot.events import GroundingItem, Recitation, Segment
-from app.copilot.grounding import normalise
 from app.copilot.markers import MARKER_GROUP
 
 MIN_RECITE_WORDS = 6  # a prose quote this long moves a citation; shorter ones only keep one where it is
@@ -41,14 +40,8 @@ def recite(
     evidence: dict[int, list[tuple[str, tuple[int, ...], bool]]] = {}  # (text, holders, strong) per sentence
     for index, quote in placed_quotes(segments, passage_texts):
         evidence.setdefault(index, []).append((quote.text, quote.holders, len(quote.text.split()) >= MIN_RECITE_WORDS))
-    units = [normalise(text[begin:end]) for begin, end, _, _ in spans]
-    for item in grounding:
-        if not (item.found and item.holders) or item.adapted:
-            continue  # not found, or filled with the user's values: no passage holds it as written
-        index = next((i for i, unit in enumerate(units) if normalise(item.text) in unit), None)
-        while index is not None and spans[index][3]:  # a fenced block answers to the sentence before it
-            index = index - 1 if index > 0 else None
-        if index is not None:
+    for index, item in placed_items(text, grounding):
+        if index is not None and item.found and item.holders and not item.adapted:  # held as written
             evidence.setdefault(index, []).append((item.text, item.holders, True))
     recitations: list[tuple[int, Recitation]] = []
     for index, found in evidence.items():
