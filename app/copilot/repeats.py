@@ -7,7 +7,8 @@ munge.key. [2] All nodes must share the munge.key. [3] All nodes..."). The front
 show the answer with every sentence or line that repeats an earlier one (ignoring [n]
 markers, case and spacing) left out, and without the unfinished restart it was stopped in.
 An answer cut by the length limit loses such a restart too ("[2] DRAINING The node is
-currently executing a", after the whole sentence under [5]; seen in the chat).
+currently executing a", after the whole sentence under [5]; seen in the chat), and with it the
+short lines that led into it when they only echo earlier ones (the heading "[2] DRAINING").
 Nothing else changes: a sentence that says anything new stays, so does every line of code
 that is not a repeat, and the raw answer stays in `Final.answer`. An answer that ended on its
 own gets its prose sentences collapsed the same way, and keeps its code as written.
@@ -56,20 +57,22 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
     cut = code if cut is None else cut
     raw_lines = text.split("\n")
     seen: set[str] = set()
-    dropped = False
+    dropped = restarted = False
+    echoes = 0  # kept units on the current line that only repeat an earlier short one
 
     def keep(unit: str, last: bool) -> bool:
-        nonlocal dropped
+        nonlocal dropped, restarted, echoes
         key = _key(unit)
-        if (len(key) >= MIN_KEY_CHARS and key in seen) or (
-            cut and last and key and any(earlier.startswith(key) for earlier in seen)  # the restart it was cut in
-        ):
-            dropped = True
+        restart = cut and last and key and any(earlier.startswith(key) for earlier in seen)
+        if (len(key) >= MIN_KEY_CHARS and key in seen) or restart:
+            dropped, restarted = True, restarted or bool(restart)
             return False
+        echoes += key in seen
         seen.add(key)
         return True
 
     out: list[str] = []
+    echo_lines: list[bool] = []  # per line of `out`: a prose line made only of echoes
     block: list[str] | None = None  # the open code block: its fence line, then its kept lines
     for number, line in enumerate(raw_lines):
         last_line = number == len(raw_lines) - 1
@@ -77,14 +80,16 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
             if block is None:
                 block = [line]
             else:
-                out.extend([*block, line] if len(block) > 1 else [])  # a block of repeats only goes whole
+                shown = [*block, line] if len(block) > 1 else []  # a block of repeats only goes whole
+                out.extend(shown)
+                echo_lines.extend([False] * len(shown))
                 dropped, block = dropped or len(block) == 1, None
             continue
         if block is not None:
             if not code or keep(line, last_line) or not line.strip():
                 block.append(line)
             continue
-        units, kept, markers = _units(line), [], ""
+        units, kept, markers, echoes = _units(line), [], "", 0
         for index, unit in enumerate(units):
             if keep(unit, last_line and index == len(units) - 1):
                 kept.append(markers + unit)
@@ -93,9 +98,14 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
                 markers += _LEADING_MARKERS.match(unit).group()
         if kept or not line.strip():
             out.append("".join(kept).rstrip())
+            echo_lines.append(bool(kept) and echoes == len(kept))
     if block is not None:
         out.extend(block if len(block) > 1 else [])  # still open where the answer stopped
         dropped = dropped or len(block) == 1
+    elif restarted:  # the lines that led into the dropped restart, when they only echo earlier ones
+        while out and (echo_lines[-1] or not out[-1].strip()):
+            out.pop()
+            echo_lines.pop()
     if not dropped:
         return text
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()

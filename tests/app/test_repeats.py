@@ -51,6 +51,15 @@ def test_an_answer_cut_by_the_length_limit_loses_the_restart_it_was_cut_in_and_k
     assert shown_answer(new, "length") == new  # a cut sentence that says something new stays
 
 
+def test_a_cut_restart_takes_the_heading_line_that_only_echoes_an_earlier_one_with_it():
+    drained = "The node is currently executing a job and will be drained."
+    text = f"[5] DRAINING\n{drained}\n\n[2] DRAINING\nThe node is currently executing a"
+    assert shown_answer(text, "length") == f"[5] DRAINING\n{drained}"  # seen in the chat: "[2] DRAINING" dangled
+    assert shown_answer(text, "eos") == text
+    new_heading = text.replace("[2] DRAINING", "[2] DRAINED")
+    assert shown_answer(new_heading, "length") == f"[5] DRAINING\n{drained}\n\n[2] DRAINED"  # says something new
+
+
 @pytest.mark.parametrize("finish, shown", [("repeat", f"[1] {MUNGE}"), ("eos", f"[1] {MUNGE}\n\n[1] All nodes")])
 def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(tiny_engine, monkeypatch, finish, shown):
     docs = [("munge.md", f"{MUNGE} Start munged before the Slurm daemons."), ("ntp.md", "Keep clocks in sync.")]
