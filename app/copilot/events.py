@@ -77,6 +77,7 @@ class GroundingItem:
     adapted: bool = False  # found with the user's own values (numbers, <placeholders>, the question's words)
     holders: tuple[int, ...] = ()  # found verbatim: the passages that hold it (attribution.py)
     cited: tuple[int, ...] = ()  # the markers of the sentence it stands in, () if that cites none
+    tool: str = ""  # not '': a command of this tool, copied without it from its man page (subcommands.py)
 
     @property
     def judged(self) -> bool:
@@ -185,6 +186,11 @@ class Final:
     def adapted(self) -> list[GroundingItem]:
         """Found items that fill a source's command or option with the user's own values: check the values."""
         return [item for item in self.grounding if item.found and item.adapted]
+
+    @property
+    def without_tool(self) -> list[GroundingItem]:
+        """Found commands that run under a tool the answer left out (`hold <job_list>` of scontrol)."""
+        return [item for item in self.grounding if item.tool]
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)

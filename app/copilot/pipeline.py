@@ -35,6 +35,7 @@ from app.copilot.prompting import (
 )
 from app.copilot.recite import recite
 from app.copilot.repeats import shown_answer
+from app.copilot.subcommands import with_tools
 from app.copilot.withhold import CitationGuard, ContactGuard, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
@@ -405,8 +406,10 @@ def _checked_final(
     displayed = shown_answer(answer, finish)  # as Final.shown
     if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
         citations = cite.of_shown_text(citations, displayed, passages)
-    checked = check_grounding(
-        answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]
+    checked = with_tools(
+        check_grounding(answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]),
+        passages,
+        answer,
     )
     texts = {p.number: p.text for p in passages}
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them

@@ -60,6 +60,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
     for item in final.adapted:
         notes.append(("note", f"{code(item.text)} is a source's {item.kind} with your own values; check them"))
+    notes += [("note", run_under_tool(item, code)) for item in final.without_tool]
     if final.citations.invalid:
         notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
     return notes
@@ -69,6 +70,17 @@ def misattribution(item: GroundingItem, code: Callable[[str], str]) -> str:
     """Where an item copied under the wrong [n] really is (attribution.py)."""
     holders, cited = (", ".join(f"[{n}]" for n in numbers) for numbers in (item.holders, item.cited))
     return f"{code(item.text)} is in {holders}, not in {cited} that its sentence cites"
+
+
+def run_under_tool(item: GroundingItem, code: Callable[[str], str]) -> str:
+    """How to run a tool's command the answer copied without the tool (subcommands.py).
+
+    Not "run it as `scontrol topology`": a man page may list it inside another command's entry
+    (`topology` is an entity of `scontrol show`), so the source gives its exact form."""
+    return (
+        f"{code(item.text)} is listed among {item.tool}'s commands: type it after {code(item.tool)}, "
+        "not on its own (its source gives the exact form)"
+    )
 
 
 def recitation(recited: Recitation, width: int = 60) -> str:

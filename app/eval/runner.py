@@ -109,6 +109,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             # sentences shown citing the source they quote instead of the model's [n] (recite.py); the two
             # counts above are of the shown answer, so they count these as held
             "recited": [[list(r.written), r.now, r.evidence] for r in final.recitations],
+            # found commands of a tool's man page copied without the tool (`hold <job_list>`: subcommands.py)
+            "without_tool": [[item.text, item.tool] for item in final.without_tool],
         },
     }
 

@@ -19,7 +19,7 @@ from typing import Any
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.events import Quote, Recitation
 from app.copilot.gate import weak_match_warning
-from app.copilot.summary import misattribution, misquotation, recitation, shown_paths, stats_parts
+from app.copilot.summary import misattribution, misquotation, recitation, run_under_tool, shown_paths, stats_parts
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -235,11 +235,10 @@ def grounding_html(
         for item in items
         if item.found and item.adapted
     )
+    note += "".join(f'<div class="sr-ok">↳ {run_under_tool(item, _code_html)}</div>' for item in items if item.tool)
     note += "".join(f'<div class="sr-ok">↳ {inert_html(recitation(recited))}</div>' for recited in recitations)
     note += "".join(
-        f'<div class="sr-ok">↳ {misattribution(item, lambda text: f"<code>{html.escape(text)}</code>")}</div>'
-        for item in items
-        if item.misattributed
+        f'<div class="sr-ok">↳ {misattribution(item, _code_html)}</div>' for item in items if item.misattributed
     )
     note += "".join(f'<div class="sr-ok">↳ {inert_html(misquotation(quote))}</div>' for quote in misquoted)
     if not lines:
@@ -248,6 +247,10 @@ def grounding_html(
         '<div class="sr-warn"><div class="sr-h">⚠ Check before running or acting on it: not found in the sources</div>'
         f"<ul>{''.join(lines)}</ul></div>{note}"
     )
+
+
+def _code_html(text: str) -> str:
+    return f"<code>{html.escape(text)}</code>"
 
 
 def sources_html(sources: Sequence[dict[str, Any]]) -> str:

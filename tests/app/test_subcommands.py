@@ -1,0 +1,54 @@
+"""A command a tool's man page lists, copied without the tool, is noted in every front end."""
+
+from app.copilot.events import GroundingItem, Passage
+from app.copilot.pipeline import final_from_text
+from app.copilot.subcommands import with_tools
+from app.copilot.summary import check_notes
+from app.web.render import grounding_html
+
+COMMANDS = (
+    "- help\n- Display a description of scontrol options and commands.\n"
+    "- hold <job_list>\n- Prevent a job from starting."
+)
+SCONTROL = Passage(1, COMMANDS, "scontrol.html", "scontrol", "COMMANDS")
+FAQ = Passage(2, "To keep a job from starting, run scontrol hold with its job id.", "faq.html", "FAQ", "For Users")
+QUESTION = "How do I put a user's job on hold so it does not start?"
+
+
+def _hold(answer: str, passages: list[Passage] = [SCONTROL, FAQ]):  # noqa: B006 - read only
+    final = final_from_text(QUESTION, passages, answer, "eos")
+    return final, {item.text: item for item in final.grounding}
+
+
+def test_a_listed_command_copied_without_its_tool_is_marked_and_noted_in_every_front_end():
+    final, items = _hold("[1] Hold it:\n\n```\nhold <job_list>\n```")
+    assert items["hold <job_list>"].found and items["hold <job_list>"].tool == "scontrol"
+    assert final.without_tool == [items["hold <job_list>"]]
+    notes = [text for _, text in check_notes(final, code=lambda text: f"`{text}`")]
+    assert "`hold <job_list>` is listed among scontrol's commands: type it after `scontrol`" in " ".join(notes)
+    assert "type it after <code>scontrol</code>" in grounding_html(final.grounding)
+
+
+def test_written_with_its_tool_anywhere_in_the_answer_it_is_not_noted():
+    _, items = _hold("[1] Run `scontrol hold <job_list>`.")
+    assert all(not item.tool for item in items.values())
+    _, items = _hold("[1] Use the `hold` command:\n\n```\nscontrol hold <job_list>\n```")
+    assert not items["hold"].tool  # the answer writes it after scontrol too
+
+
+def test_only_a_man_page_commands_section_that_lists_it_as_an_entry_counts():
+    other_heading = Passage(1, COMMANDS, "scontrol.html", "scontrol", "DESCRIPTION")
+    guide_title = Passage(1, COMMANDS, "guide.html", "Quick Start Guide", "COMMANDS")
+    in_prose = Passage(1, "Use hold <job_list> to keep jobs back.", "scontrol.html", "scontrol", "COMMANDS")
+    for passage in (other_heading, guide_title, in_prose):
+        _, items = _hold("[1] Hold it:\n\n```\nhold <job_list>\n```", [passage])
+        assert items["hold <job_list>"].found and not items["hold <job_list>"].tool, passage
+    also_listed = Passage(2, "- hold <job_list>\n- A guide's own list.", "guide.html", "Guide", "Jobs")
+    _, items = _hold("[1] Hold it:\n\n```\nhold <job_list>\n```", [SCONTROL, also_listed])
+    assert not items["hold <job_list>"].tool  # another page lists it on its own: whose command it is is unclear
+
+
+def test_unfound_and_prose_items_are_left_alone():
+    unfound = GroundingItem("hold 1234,5678", "code", False)
+    option = GroundingItem("--hold", "option", True, holders=(1,))
+    assert with_tools([unfound, option], [SCONTROL], "hold 1234,5678 --hold") == [unfound, option]
