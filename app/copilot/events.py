@@ -156,6 +156,8 @@ class Final:
     quotes: list[Quote] = field(default_factory=list)  # prose quotes in sentences that cite a source
     recitations: list[Recitation] = field(default_factory=list)  # sentences shown citing the source they quote
     recited: str = ""  # not '': the shown answer with those sentences' markers moved (recite.py)
+    # (sentence, topic word): sentences speaking of the prompt's worked example, which no source does (borrowed.py)
+    borrowed: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def finish_label(self) -> str:

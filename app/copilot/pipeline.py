@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.copilot import citations as cite
 from app.copilot import gate, loading
 from app.copilot.attribution import attribute, judge_quotes
+from app.copilot.borrowed import borrowed_sentences
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.copied_code import CopiedCode
 from app.copilot.events import Event, Final, Passage, Status, Token, Turn
@@ -445,6 +446,7 @@ def _checked_final(
         quotes=[] if notice else judge_quotes(citations.segments, texts),
         recitations=[] if notice else recitations,
         recited=displayed if recitations and not notice else "",
+        borrowed=[] if notice else borrowed_sentences(displayed, [shown_text(p) for p in passages], prepared.question),
     )
 
 

@@ -55,6 +55,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))
+    notes += [("warning", borrowed(sentence, word)) for sentence, word in final.borrowed]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
@@ -80,6 +81,14 @@ def run_under_tool(item: GroundingItem, code: Callable[[str], str]) -> str:
     return (
         f"{code(item.text)} is listed among {item.tool}'s commands: type it after {code(item.tool)}, "
         "not on its own (its source gives the exact form)"
+    )
+
+
+def borrowed(sentence: str, word: str, width: int = 60) -> str:
+    """A sentence that took its topic from the prompt's worked example, not from the sources (borrowed.py)."""
+    return (
+        f"“{_cut(sentence, width)}” speaks of “{word}”, which only the prompt's worked example does: "
+        "it is not from the sources"
     )
 
 

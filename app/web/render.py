@@ -19,7 +19,15 @@ from typing import Any
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.events import Quote, Recitation
 from app.copilot.gate import weak_match_warning
-from app.copilot.summary import misattribution, misquotation, recitation, run_under_tool, shown_paths, stats_parts
+from app.copilot.summary import (
+    borrowed,
+    misattribution,
+    misquotation,
+    recitation,
+    run_under_tool,
+    shown_paths,
+    stats_parts,
+)
 
 Message = dict[str, Any]
 PALETTE = 6  # provenance colours (CSS classes prov-c0 .. prov-c5), cycled by source number
@@ -66,7 +74,9 @@ def details_html(final: Final) -> str:
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         ""
         if final.withheld
-        else grounding_html(final.grounding, final.citations.invalid, final.misquoted, final.recitations),
+        else grounding_html(
+            final.grounding, final.citations.invalid, final.misquoted, final.recitations, final.borrowed
+        ),
         sources_html(final.sources),
         stats_html(final),
     ]
@@ -215,6 +225,7 @@ def grounding_html(
     invalid: Sequence[int] = (),
     misquoted: Sequence[Quote] = (),
     recitations: Sequence[Recitation] = (),
+    borrowed_from_example: Sequence[tuple[str, str]] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
@@ -225,6 +236,7 @@ def grounding_html(
         if not item.found
     ]
     lines += [f"<li>the answer cites [{n}], which is not among the sources</li>" for n in invalid]
+    lines += [f"<li>{inert_html(borrowed(sentence, word))}</li>" for sentence, word in borrowed_from_example]
     found = sum(item.found for item in items)
     note = (
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
