@@ -77,10 +77,13 @@ class Copilot:
         self._retriever_lock = threading.Lock()
 
     @classmethod
-    def load(cls, options: CopilotOptions | None = None, open_index_first: bool = False) -> Copilot:
+    def load(
+        cls, options: CopilotOptions | None = None, open_index_first: bool = False, need_index: bool = True
+    ) -> Copilot:
         """Load the models; with `open_index_first`, check the index before them, so that a missing one
         is reported in a second rather than after the models have loaded (a damaged one is found as it
         opens), and open it (with its embedding model) in a thread while they load (`ask`: ~0.5 s sooner).
+        Without `need_index` (the chat), a missing or unreadable index is left for each question to report.
         The models load in this thread: torch's and OpenMP's thread counts are per thread, and a numeric
         path's settings must stay with the thread that will generate."""
         options = options or CopilotOptions()
@@ -91,11 +94,21 @@ class Copilot:
             return cls(loading.load_engine(models), options)  # tests swap loading.load_engine for tiny models
         from retrieval.store import default_index_dir, require_live
 
-        require_live(options.index_dir or default_index_dir())
+        if need_index:
+            require_live(options.index_dir or default_index_dir())
         with ThreadPoolExecutor(1, thread_name_prefix="specrag-index") as pool:
-            index = pool.submit(lambda: cls.retrieval_only(options).retriever())
+            index = pool.submit(cls._open_index, options, need_index)
             loaded = loading.load_engine(models)
         return cls(loaded, options, index.result())
+
+    @classmethod
+    def _open_index(cls, options: CopilotOptions, need_index: bool) -> Any:
+        try:
+            return cls.retrieval_only(options).retriever()
+        except SpecragError:
+            if need_index:
+                raise
+            return None
 
     @classmethod
     def retrieval_only(cls, options: CopilotOptions | None = None, retriever: Any = None) -> Copilot:

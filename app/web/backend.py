@@ -36,9 +36,11 @@ class Backend:
         options: CopilotOptions,
         build_runbook_index: bool = False,
         feedback: FeedbackStore | None = None,
-        loader: Callable[[CopilotOptions], Copilot] = Copilot.load,
+        loader: Callable[[CopilotOptions], Copilot] | None = None,
     ) -> None:
-        self.options, self.build_runbook_index, self.loader = options, build_runbook_index, loader
+        self.options, self.build_runbook_index = options, build_runbook_index
+        # the index and its embedding model open in a thread while the models load (~3 s sooner ready here)
+        self.loader = loader or (lambda opts: Copilot.load(opts, open_index_first=True, need_index=False))
         self._feedback = feedback
         self._copilot: Copilot | None = None
         self._phase, self._message, self._started = "loading", "starting…", time.monotonic()
@@ -60,13 +62,12 @@ class Backend:
                 ensure_corpus_index("runbooks", self.options.index_dir)
             models = self.options.models
             self._set(
-                f"loading the models (target {models.target}, draft {models.draft or 'none'}); the first start "
-                "converts the packaged models, which takes a few minutes…"
+                f"loading the models (target {models.target}, draft {models.draft or 'none'}) and opening the "
+                "index; the first start converts the packaged models, which takes a few minutes…"
             )
             copilot = self.loader(self.options)
-            self._set("opening the index…")
             with contextlib.suppress(SpecragError):  # e.g. no index at --index: each question says so
-                copilot.retriever()  # load the embedding model now, not on the first question
+                copilot.retriever()  # the embedding model loads now, not on the first question (if not yet)
             self._set("preparing the system prompt (prefilled on a first start, loaded after)…")
             copilot.warm_up()  # so the first question pays only for its own tokens
             self._copilot = copilot

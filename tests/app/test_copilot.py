@@ -523,3 +523,18 @@ def test_a_missing_index_is_reported_before_the_models_load(tiny_engine, monkeyp
     with pytest.raises(RetrievalError, match="ingest"):
         Copilot.load(CopilotOptions(index_dir=tmp_path / "nowhere"), open_index_first=True)
     assert loads == []
+
+
+def test_without_need_index_a_missing_index_loads_the_models_and_each_question_reports_it(
+    tiny_engine, monkeypatch, tmp_path
+):
+    from app.web.backend import Backend
+    from retrieval.errors import RetrievalError
+
+    options = CopilotOptions(index_dir=tmp_path / "nowhere", answer=AnswerOptions(max_new_tokens=4))
+    copilot = Copilot.load(options, open_index_first=True, need_index=False)
+    assert copilot.loaded is not None
+    with pytest.raises(RetrievalError, match="ingest"):
+        copilot.retrieve("drain a node", 1)
+    backend = Backend(options).start()  # the chat's own loader: the page serves and says what is missing
+    assert backend.wait(60) and backend.state().phase == "ready"
