@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
         context = one_question_context(options.answer.passages, options.answer.max_new_tokens)
         options = replace(options, models=replace(options.models, context=context))
     copilot = Copilot.load(options, open_index_first=passages is None)
+    if passages is None:  # searched as answer() would, then the index and its embedding model are let go
+        if not args.json:
+            render(Status("searching", "searching the runbooks…"))
+        passages, _ = copilot.retrieve_for(args.question, (), options.answer.passages)
+        copilot.release_index()  # peak RSS -60 MB here (2.02 -> 1.96 GB, 1.80x the GGUF)
     events = copilot.answer(args.question, passages=passages)
     final = collect(events, None if args.json else render)
     if args.json:

@@ -72,6 +72,7 @@ class Copilot:
     ) -> None:
         self.loaded, self.options = loaded, options or CopilotOptions()
         self._retriever = retriever
+        self._released_embedding_model: str | None = None  # what the index was built with, after release_index
         self._engine_lock = threading.Lock()
         self._warmed = False  # the shared prompt prefix is in the engine's cache (warm_up or the first answer)
         self._retriever_lock = threading.Lock()
@@ -153,11 +154,23 @@ class Copilot:
                 from retrieval.live import LiveRetriever
 
                 self._retriever = LiveRetriever(self.options.index_dir)
+                self._released_embedding_model = None
             return self._retriever
+
+    def release_index(self) -> None:
+        """Let go of the index and its embedding model, and hand their memory back: a one-shot `ask` needs
+        neither once its passages are found, and no longer holds them while the prompt is prefilled. The
+        gate still knows the embedding model; a later `retrieve` opens the index again."""
+        model = self.embedding_model
+        with self._retriever_lock:
+            self._retriever, self._released_embedding_model = None, model
+        release_free_memory()
 
     @property
     def embedding_model(self) -> str | None:
         """The id of the index's embedding model (what the relevance gate's threshold belongs to)."""
+        if self._retriever is None and self._released_embedding_model is not None:
+            return self._released_embedding_model
         embedder = getattr(self.retriever(), "embedder", None)
         return getattr(embedder, "model_id", None)
 

@@ -538,3 +538,25 @@ def test_without_need_index_a_missing_index_loads_the_models_and_each_question_r
         copilot.retrieve("drain a node", 1)
     backend = Backend(options).start()  # the chat's own loader: the page serves and says what is missing
     assert backend.wait(60) and backend.state().phase == "ready"
+
+
+def test_a_released_index_is_let_go_the_gate_still_reads_its_model_and_a_later_search_reopens_it(
+    tiny_engine, monkeypatch
+):
+    import retrieval.live
+
+    opened = []
+
+    def open_index(index_dir):
+        opened.append(runbook_retriever(RUNBOOK))
+        return opened[-1]
+
+    monkeypatch.setattr(retrieval.live, "LiveRetriever", open_index)
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(max_new_tokens=4)))
+    passages, _ = copilot.retrieve_for("How do I drain a node?", (), 2)
+    model = copilot.embedding_model
+    copilot.release_index()
+    assert copilot._retriever is None and copilot.embedding_model == model and len(opened) == 1
+    final = collect(copilot.answer("How do I drain a node?", passages=passages))
+    assert final.stats["new_tokens"] > 0 and len(opened) == 1  # answered without opening the index again
+    assert copilot.retrieve("drain a node", 1) and len(opened) == 2
