@@ -78,6 +78,13 @@ class GroundingItem:
     holders: tuple[int, ...] = ()  # found verbatim: the passages that hold it (attribution.py)
     cited: tuple[int, ...] = ()  # the markers of the sentence it stands in, () if that cites none
     tool: str = ""  # not '': a command of this tool, copied without it from its man page (subcommands.py)
+    built_from: tuple[int, ...] = ()  # found, though no passage writes it: the passages whose pieces make it up
+
+    @property
+    def assembled(self) -> bool:
+        """Found only as put together from one passage's words, with no value of the user's: no source writes
+        it so (`sdiag backfill` from the sdiag page's words), so it is worth a check before it is run."""
+        return self.found and not self.adapted and not self.holders and bool(self.built_from)
 
     @property
     def judged(self) -> bool:
@@ -188,6 +195,11 @@ class Final:
     def adapted(self) -> list[GroundingItem]:
         """Found items that fill a source's command or option with the user's own values: check the values."""
         return [item for item in self.grounding if item.found and item.adapted]
+
+    @property
+    def assembled(self) -> list[GroundingItem]:
+        """Found items that no source writes as such: put together from one source's words (grounding.py)."""
+        return [item for item in self.grounding if item.assembled]
 
     @property
     def without_tool(self) -> list[GroundingItem]:

@@ -89,6 +89,12 @@ class GroundingSources:
         """The numbers of the passages that hold `text` (normalised) verbatim."""
         return tuple(number for number, haystack in zip(numbers, self.haystacks, strict=True) if text in haystack)
 
+    def builders(self, numbers: Sequence[int], kind: str, text: str) -> tuple[int, ...]:
+        """The numbers of the passages whose pieces, with the user's own values, make up `text` (`_built`)."""
+        if kind not in ("code", "command", "option"):
+            return ()
+        return tuple(numbers[i] for i, _ in _builders(text, self.vocabularies, self.question))
+
     def holds_whole(self, kind: str, text: str) -> bool:
         """`finds`, but a verbatim match must not cut a word (`scontrol rebo` is no command)."""
         at = self.haystack.find(text)
@@ -171,10 +177,17 @@ def check_grounding(
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted)
     specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
-    # which passages hold each item verbatim, for the check of what its sentence cites (attribution.py)
-    return [
+    # which passages hold each item verbatim, for the check of what its sentence cites (attribution.py),
+    # and for one found otherwise, which passages it was put together from
+    placed = [
         replace(item, holders=sources.holders(numbers, item.text)) if item.found and not item.adapted else item
         for item in [*seen.values(), *specifics]
+    ]
+    return [
+        replace(item, built_from=sources.builders(numbers, item.kind, item.text))
+        if item.found and not item.holders
+        else item
+        for item in placed
     ]
 
 
@@ -243,17 +256,20 @@ def _users_value(role: str, piece: str, question: str) -> bool:
 def _built_from_one(line: str, vocabularies: Sequence[set[str]], question: str) -> tuple[bool, bool]:
     """(found, with user values): is every piece of a command line either a piece of one and the same
     passage, or the user's own value (`_users_value`)? A line of one piece is left to the verbatim check."""
+    builders = _builders(line, vocabularies, question)
+    return (True, builders[0][1]) if builders else (False, False)
+
+
+def _builders(line: str, vocabularies: Sequence[set[str]], question: str) -> list[tuple[int, bool]]:
+    """(index, with user values) of each passage whose pieces, with the user's own values, make up `line`."""
     split = pieces(line)
     if len(split) < 2:
-        return False, False
+        return []
     needed = {text for role, text in split if not _users_value(role, text, question)}
     if not needed:
-        return False, False
+        return []
     sourced = {text for _, text in split}
-    for vocabulary in vocabularies:
-        if needed <= vocabulary:
-            return True, not sourced <= vocabulary
-    return False, False
+    return [(i, not sourced <= vocabulary) for i, vocabulary in enumerate(vocabularies) if needed <= vocabulary]
 
 
 def _looks_like_command(line: str) -> bool:

@@ -62,6 +62,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     for item in final.adapted:
         notes.append(("note", f"{code(item.text)} is a source's {item.kind} with your own values; check them"))
     notes += [("note", run_under_tool(item, code)) for item in final.without_tool]
+    notes += [("note", assembled(item, code)) for item in final.assembled]
     if final.citations.invalid:
         notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
     return notes
@@ -71,6 +72,12 @@ def misattribution(item: GroundingItem, code: Callable[[str], str]) -> str:
     """Where an item copied under the wrong [n] really is (attribution.py)."""
     holders, cited = (", ".join(f"[{n}]" for n in numbers) for numbers in (item.holders, item.cited))
     return f"{code(item.text)} is in {holders}, not in {cited} that its sentence cites"
+
+
+def assembled(item: GroundingItem, code: Callable[[str], str]) -> str:
+    """A found item that no source writes as such: put together from one source's words (grounding.py)."""
+    sources = ", ".join(f"[{n}]" for n in item.built_from)
+    return f"{code(item.text)} is written so in no source: it is put together from words of {sources}; check it"
 
 
 def run_under_tool(item: GroundingItem, code: Callable[[str], str]) -> str:

@@ -111,6 +111,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "recited": [[list(r.written), r.now, r.evidence] for r in final.recitations],
             # found commands of a tool's man page copied without the tool (`hold <job_list>`: subcommands.py)
             "without_tool": [[item.text, item.tool] for item in final.without_tool],
+            # found items no source writes as such, put together from one source's words (grounding.py)
+            "assembled": [[item.text, list(item.built_from)] for item in final.assembled],
             # sentences speaking of the prompt's worked example (backups), which no source does (borrowed.py)
             "borrowed": [list(pair) for pair in final.borrowed],
         },

@@ -20,6 +20,7 @@ from app.copilot import Final, GroundingItem, Segment
 from app.copilot.events import Quote, Recitation
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
+    assembled,
     borrowed,
     misattribution,
     misquotation,
@@ -248,6 +249,7 @@ def grounding_html(
         if item.found and item.adapted
     )
     note += "".join(f'<div class="sr-ok">↳ {run_under_tool(item, _code_html)}</div>' for item in items if item.tool)
+    note += "".join(f'<div class="sr-ok">↳ {assembled(item, _code_html)}</div>' for item in items if item.assembled)
     note += "".join(f'<div class="sr-ok">↳ {inert_html(recitation(recited))}</div>' for recited in recitations)
     note += "".join(
         f'<div class="sr-ok">↳ {misattribution(item, _code_html)}</div>' for item in items if item.misattributed

@@ -241,3 +241,26 @@ def test_an_item_not_found_points_to_the_closest_line_or_option_a_source_has():
     # nothing close: no pointer; and a found item never carries one
     assert items["kubectl drain c042"].nearest == "" and items["kubectl drain c042"].nearest_source is None
     assert items["--array=0-31"].found and items["--array=0-31"].nearest == ""
+
+
+def test_a_line_put_together_from_a_sources_words_is_found_and_noted_as_written_so_in_no_source():
+    from app.copilot.pipeline import final_from_text
+    from app.copilot.summary import check_notes
+    from app.web.render import grounding_html
+
+    passages = ["sdiag shows scheduling statistics, backfill cycle times included.", "Run scontrol show job 477."]
+    answer = "[1] Run:\n```\nsdiag backfill\n```\n`scontrol show job 477` or\n```\nscontrol show job 12\n```"
+    items = {item.text: item for item in check_grounding(answer, passages)}
+    assembled = items["sdiag backfill"]  # seen: the sdiag page has both words, no source the line
+    assert assembled.found and assembled.assembled and assembled.built_from == (1,)
+    verbatim = items["scontrol show job 477"]
+    assert verbatim.found and verbatim.holders == (2,) and not verbatim.assembled
+    adapted = items["scontrol show job 12"]  # the user's own job id: noted as adapted, not as assembled
+    assert adapted.found and adapted.adapted and not adapted.assembled
+    final = final_from_text(
+        "Show backfill stats?", [Passage(n, t, f"{n}.md") for n, t in enumerate(passages, 1)], answer, "eos"
+    )
+    assert [item.text for item in final.assembled] == ["sdiag backfill"]
+    notes = [text for _, text in check_notes(final, code=lambda text: f"`{text}`")]
+    assert "`sdiag backfill` is written so in no source: it is put together from words of [1]; check it" in notes
+    assert "put together from words of [1]" in grounding_html(final.grounding)
