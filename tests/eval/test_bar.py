@@ -57,3 +57,10 @@ def test_corrected_citations_are_counted_where_rows_record_them():
     moved["answer"]["grounding"] |= {"recited": recited}
     assert by_split([moved, old])["dev"]["citations_corrected"] == 2  # q2 predates recitation: it adds nothing
     assert by_split([old])["dev"]["citations_corrected"] == 0
+
+
+def test_assembled_commands_are_counted_where_rows_record_them():
+    new = row("q1", cited=[1], kinds={"code": {"items": 2, "found": 2}})
+    new["answer"]["grounding"]["assembled"] = [["sdiag backfill", [1]]]
+    old = row("q4", cited=[1], kinds={"code": {"items": 1, "found": 1}})  # written before session 23
+    assert by_split([new, old])["dev"]["commands_assembled"] == 1
