@@ -17,6 +17,7 @@ from pathlib import Path
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
 from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
 from app.copilot.options import one_question_context
+from app.copilot.pipeline import SEARCHING
 from app.copilot.summary import check_notes, shown_paths, stats_parts
 from core.errors import SpecragError
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     copilot = Copilot.load(options, open_index_first=passages is None)
     if passages is None:  # searched as answer() would, then the index and its embedding model are let go
         if not args.json:
-            render(Status("searching", "searching the runbooks…"))
+            render(Status("searching", SEARCHING))
         passages, _ = copilot.retrieve_for(args.question, (), options.answer.passages)
         copilot.release_index()  # peak RSS -60 MB here (2.02 -> 1.96 GB, 1.80x the GGUF)
     events = copilot.answer(args.question, passages=passages)

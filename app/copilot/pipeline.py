@@ -52,6 +52,9 @@ class EmptyQuestionError(SpecragError):
     """The question is blank."""
 
 
+SEARCHING = "searching the runbooks…"  # the status while the index is searched
+
+
 def checked_question(question: str) -> str:
     """The question without surrounding blanks; an empty one is refused before any work is done."""
     if not question.strip():
@@ -213,7 +216,7 @@ class Copilot:
         # searched alone after earlier turns: they stay bare, so its sources are numbered from [1] (conversation.py)
         searched_alone = False
         if passages is None:
-            yield Status("searching", "searching the runbooks…")
+            yield Status("searching", SEARCHING)
             passages, query = self.retrieve_for(question, history, options.passages)
             searched_alone = bool(history) and query == question
         # retrieved passages carry their similarity (also when a caller such as eval retrieved them)
@@ -433,11 +436,9 @@ def _checked_final(
     displayed = shown_answer(answer, finish)  # as Final.shown
     if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
         citations = cite.of_shown_text(citations, displayed, passages)
-    checked = with_tools(
-        check_grounding(answer, [shown_text(p) for p in passages], prepared.question, [p.number for p in passages]),
-        passages,
-        answer,
-    )
+    read = [shown_text(p) for p in passages]  # the passages as the model read them
+    numbers = [p.number for p in passages]
+    checked = with_tools(check_grounding(answer, read, prepared.question, numbers), passages, answer)
     texts = {p.number: p.text for p in passages}
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
     recited, recitations = recite(displayed, citations.segments, checked, texts)
@@ -472,7 +473,7 @@ def _checked_final(
         quotes=[] if notice else judge_quotes(citations.segments, texts),
         recitations=[] if notice else recitations,
         recited=displayed if recitations and not notice else "",
-        borrowed=[] if notice else borrowed_sentences(displayed, [shown_text(p) for p in passages], prepared.question),
+        borrowed=[] if notice else borrowed_sentences(displayed, read, prepared.question),
     )
 
 

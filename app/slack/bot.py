@@ -26,6 +26,7 @@ from slack_bolt import App
 from slack_sdk.errors import SlackApiError
 
 from app.copilot import AnswerOptions, Copilot, Final, Turn
+from app.copilot.pipeline import SEARCHING
 from app.feedback import FeedbackStore, Vote
 from app.slack import render
 from app.slack.history import BotIdentity, clean_question, thread_turns
@@ -107,7 +108,7 @@ class SlackBridge:
         """Answer one job in its thread; any failure is reported there and the worker goes on."""
         key = f"{job.thread.channel}:{job.ts}"
         try:
-            set_status(job.thread, "searching the runbooks…")
+            set_status(job.thread, SEARCHING)
             history = self.history(job) if job.follow_up else []
             events = self.copilot.answer(job.question, history=history, options=self.settings.answer)
             try:
