@@ -75,15 +75,19 @@ def retrieve(copilot: Copilot, question: Question, k: int) -> tuple[list[Passage
 def answer_record(final: Final, question: Question) -> dict[str, Any]:
     citations = final.citations
     items = final.grounding
+    # a gated answer to an answerable question gives none of the answer, only the refusal and its nearest
+    # sources' titles, which can hold a keyword ("Jobs and nodes are stuck in COMPLETING state" for a CG
+    # question): it is scored as saying nothing. For an unanswerable one the refusal is the answer.
+    said = "" if final.gated and not question.unanswerable else final.shown
     return {
         "text": final.answer,
         "withheld": final.withheld,  # not '': the user saw this notice instead of the text, and it is scored
         "finish_reason": final.finish_reason,
         "passages_in_prompt": len(final.passages),
-        "keyword_recall": metrics.keyword_recall(final.shown, question.keywords),
-        "exact_match": metrics.exact_match(final.shown, question.references),
-        "f1": metrics.token_f1(final.shown, question.references),
-        "reference_contained": metrics.reference_contained(final.shown, question.references),
+        "keyword_recall": metrics.keyword_recall(said, question.keywords),
+        "exact_match": metrics.exact_match(said, question.references),
+        "f1": metrics.token_f1(said, question.references),
+        "reference_contained": metrics.reference_contained(said, question.references),
         "citations": {
             "valid": not citations.invalid,
             "markers": citations.markers,

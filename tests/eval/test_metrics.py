@@ -76,3 +76,25 @@ def test_keyword_recall_keeps_punctuation_and_ignores_case_and_spacing():
     assert metrics.keyword_recall(answer, ["--array=0-499"]) == 1.0
     assert metrics.keyword_recall(answer, ["array 0 499"]) == 0.0  # punctuation is not dropped
     assert metrics.keyword_recall(answer, []) is None
+
+
+def test_a_gated_answer_is_scored_as_saying_nothing_though_its_source_titles_hold_a_keyword():
+    from app.copilot import citations as cite
+    from app.copilot.events import Final, Passage, Turn
+    from app.copilot.gate import refusal_text
+    from app.eval.questions import Question
+    from app.eval.runner import answer_record
+
+    nearest = [Passage(1, "text", "troubleshoot.html", "Troubleshooting", "Jobs stuck in COMPLETING state")]
+    question = Question("n-01", "A job is stuck in CG state. What now?", ("COMPLETING",), ("COMPLETING",), ("x",))
+    refusal = refusal_text(nearest)
+    assert "COMPLETING" in refusal
+    final = Final(
+        question=question.question, answer=refusal, finish_reason="gated", passages=nearest, sources=[],
+        citations=cite.no_citations(nearest), grounding=[], stats={}, prompt_ids=[], output_ids=[], origins=[],
+        turn=Turn(question.question, refusal, (), refused=True), models={}, gated=True,
+    )  # fmt: skip
+    record = answer_record(final, question)
+    assert record["keyword_recall"] == 0.0 and record["f1"] == 0.0 and record["text"] == refusal
+    unanswerable = Question("u-1", "Who is on call?", ("The sources do not cover this question.",), (), ())
+    assert answer_record(final, unanswerable)["f1"] > 0.3  # there the refusal is the answer, and it is scored
