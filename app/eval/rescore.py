@@ -8,8 +8,10 @@ passages. When those checks change, rerunning the model (~40 min for the 61 Slur
 `final_from_text`, reading each passage from the index by the chunk id the row recorded.
 
 A row is kept as it was, and counted, when its answer cannot be rescored faithfully: the gate
-refused it (no model ran), or the drafter copied tokens into it (the drafter's provenance is not
-saved, and the checks would see those copies only as text). A chunk the index no longer holds is
+refused it (no model ran; only its scores against the expected answer are taken again, so a
+refused answerable question says nothing, as `answer_record` scores it since session 23), or the
+drafter copied tokens into it (the drafter's provenance is not saved, and the checks would see
+those copies only as text). A chunk the index no longer holds is
 an error: rescore against the index the eval ran on. The output is written atomically.
 """
 
@@ -26,7 +28,7 @@ from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
 from app.eval.questions import Question, read_questions
 from app.eval.results import load_rows
-from app.eval.runner import abstention_record, answer_record
+from app.eval.runner import abstention_record, answer_record, content_scores
 from core.atomic import write_atomic
 from core.errors import SpecragError
 
@@ -43,11 +45,11 @@ def rescore_rows(
             reason = "drafted"
         if reason:
             kept[reason] += 1
+            if reason == "gated" and not row.get("unanswerable"):  # refused: it gives none of the answer
+                row = row | {"answer": answer | content_scores("", _question(questions, row))}
             out.append(row)
             continue
-        question = questions.get(str(row["id"]))
-        if question is None:
-            raise SpecragError(f"row {row['id']} is not in the questions file: pass the file the eval ran on")
+        question = _question(questions, row)
         passages = [_passage(source, chunk_text, row["id"]) for source in row["retrieval"]["sources"]]
         finish, withheld = answer["finish_reason"], answer.get("withheld", "")
         final = final_from_text(
@@ -57,6 +59,13 @@ def rescore_rows(
             row | {"answer": answer_record(final, question), "abstention": abstention_record(final.shown, question)}
         )
     return out, kept
+
+
+def _question(questions: dict[str, Question], row: dict[str, Any]) -> Question:
+    question = questions.get(str(row["id"]))
+    if question is None:
+        raise SpecragError(f"row {row['id']} is not in the questions file: pass the file the eval ran on")
+    return question
 
 
 def _passage(source: dict[str, Any], chunk_text: Callable[[str], str | None], row_id: object) -> Passage:

@@ -72,6 +72,16 @@ def retrieve(copilot: Copilot, question: Question, k: int) -> tuple[list[Passage
     return candidates[:k], record
 
 
+def content_scores(said: str, question: Question) -> dict[str, Any]:
+    """How much of the expected answer `said` holds: keyword recall, exact match, token F1, reference contained."""
+    return {
+        "keyword_recall": metrics.keyword_recall(said, question.keywords),
+        "exact_match": metrics.exact_match(said, question.references),
+        "f1": metrics.token_f1(said, question.references),
+        "reference_contained": metrics.reference_contained(said, question.references),
+    }
+
+
 def answer_record(final: Final, question: Question) -> dict[str, Any]:
     citations = final.citations
     items = final.grounding
@@ -84,10 +94,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         "withheld": final.withheld,  # not '': the user saw this notice instead of the text, and it is scored
         "finish_reason": final.finish_reason,
         "passages_in_prompt": len(final.passages),
-        "keyword_recall": metrics.keyword_recall(said, question.keywords),
-        "exact_match": metrics.exact_match(said, question.references),
-        "f1": metrics.token_f1(said, question.references),
-        "reference_contained": metrics.reference_contained(said, question.references),
+        **content_scores(said, question),
         "citations": {
             "valid": not citations.invalid,
             "markers": citations.markers,

@@ -49,6 +49,11 @@ def test_drafted_and_gated_rows_are_kept_and_a_lost_chunk_is_an_error(saved, fak
     gated = rows[1] | {"answer": rows[1]["answer"] | {"finish_reason": "gated"}}
     rescored, kept = rescore_rows([drafted, gated, rows[2]], questions, index_chunks(fake_index).get)
     assert rescored[:2] == [drafted, gated] and kept == {"no answer": 0, "gated": 1, "drafted": 1}
+    # a refusal's source titles once scored keywords: a gated answerable question now says nothing
+    titled = gated | {"unanswerable": False, "answer": gated["answer"] | {"keyword_recall": 1.0, "f1": 0.4}}
+    (rescored_titled,), _ = rescore_rows([titled], questions, index_chunks(fake_index).get)
+    assert rescored_titled["answer"]["keyword_recall"] in (0.0, None) and rescored_titled["answer"]["f1"] in (0.0, None)
+    assert rescored_titled["answer"]["text"] == titled["answer"]["text"]
 
     out = tmp_path / "rescored.jsonl"
     lost = tmp_path / "lost.jsonl"
