@@ -37,14 +37,15 @@ Hits = list[tuple[int, float]]  # (row, score), best first
 
 
 @cache
-def _stemmer():
+def english_stemmer():
+    """PyStemmer's English stemmer, as BM25 stems with it (the answer checks stem words the same way)."""
     import Stemmer
 
     return Stemmer.Stemmer("english")
 
 
 def bm25_tokens(texts: list[str]) -> list[list[str]]:
-    return bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False)
+    return bm25s.tokenize(texts, stopwords="en", stemmer=english_stemmer(), return_ids=False, show_progress=False)
 
 
 class HybridIndex:

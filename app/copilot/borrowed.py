@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import cache
 
 from app.copilot.attribution import sentence_spans
 
@@ -27,30 +26,24 @@ EXAMPLE_TOPIC = ("backup", "snapshot", "restore", "nightly", "vendor", "bkp")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 
-@cache
-def _stemmer():
-    import Stemmer  # PyStemmer, which BM25 already stems with
-
-    return Stemmer.Stemmer("english")
-
-
 def _stems(text: str) -> set[str]:
-    return set(_stemmer().stemWords([word.lower() for word in _WORD.findall(text)]))
+    from retrieval.index import english_stemmer  # BM25's own stemmer; imported here, as faiss and bm25s come with it
+
+    return set(english_stemmer().stemWords([word.lower() for word in _WORD.findall(text)]))
 
 
 def borrowed_sentences(answer: str, passages: Sequence[str], question: str) -> list[tuple[str, str]]:
     """(sentence, topic word) for each sentence of `answer` that names the example's topic, when neither
     `question` nor any of `passages` does."""
-    topic = dict(zip(_stemmer().stemWords(list(EXAMPLE_TOPIC)), EXAMPLE_TOPIC, strict=True))
-    if set(topic) & set().union(_stems(question), *(_stems(p) for p in passages)):
+    topic = {next(iter(_stems(word))): word for word in EXAMPLE_TOPIC}  # stem -> the word
+    if topic.keys() & set().union(_stems(question), *(_stems(p) for p in passages)):
         return []
-    foreign = set(topic)
     found = []
     for begin, end, _, fenced in sentence_spans(answer):
         if fenced:
             continue
         sentence = answer[begin:end].strip()
-        named = sorted(foreign & _stems(sentence))
+        named = sorted(topic.keys() & _stems(sentence))
         if named:
             found.append((sentence, topic[named[0]]))
     return found

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, options, without_fences
@@ -177,18 +177,18 @@ def check_grounding(
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted)
     specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
-    # which passages hold each item verbatim, for the check of what its sentence cites (attribution.py),
-    # and for one found otherwise, which passages it was put together from
-    placed = [
-        replace(item, holders=sources.holders(numbers, item.text)) if item.found and not item.adapted else item
-        for item in [*seen.values(), *specifics]
-    ]
-    return [
-        replace(item, built_from=sources.builders(numbers, item.kind, item.text))
-        if item.found and not item.holders
-        else item
-        for item in placed
-    ]
+    return [_placed(item, sources, numbers) for item in [*seen.values(), *specifics]]
+
+
+def _placed(item: GroundingItem, sources: GroundingSources, numbers: Sequence[int]) -> GroundingItem:
+    """`item` with the passages that hold it verbatim, for the check of what its sentence cites
+    (attribution.py), or, found otherwise, with those it was put together from."""
+    if not item.found:
+        return item
+    holders = () if item.adapted else sources.holders(numbers, item.text)
+    if holders:
+        return replace(item, holders=holders)
+    return replace(item, built_from=sources.builders(numbers, item.kind, item.text))
 
 
 def extract_items(answer: str) -> Iterable[tuple[str, str]]:
@@ -256,20 +256,20 @@ def _users_value(role: str, piece: str, question: str) -> bool:
 def _built_from_one(line: str, vocabularies: Sequence[set[str]], question: str) -> tuple[bool, bool]:
     """(found, with user values): is every piece of a command line either a piece of one and the same
     passage, or the user's own value (`_users_value`)? A line of one piece is left to the verbatim check."""
-    builders = _builders(line, vocabularies, question)
-    return (True, builders[0][1]) if builders else (False, False)
+    first = next(_builders(line, vocabularies, question), None)  # the decoding filter asks per token: stop at one
+    return (True, first[1]) if first else (False, False)
 
 
-def _builders(line: str, vocabularies: Sequence[set[str]], question: str) -> list[tuple[int, bool]]:
+def _builders(line: str, vocabularies: Sequence[set[str]], question: str) -> Iterator[tuple[int, bool]]:
     """(index, with user values) of each passage whose pieces, with the user's own values, make up `line`."""
     split = pieces(line)
     if len(split) < 2:
-        return []
+        return
     needed = {text for role, text in split if not _users_value(role, text, question)}
     if not needed:
-        return []
+        return
     sourced = {text for _, text in split}
-    return [(i, not sourced <= vocabulary) for i, vocabulary in enumerate(vocabularies) if needed <= vocabulary]
+    yield from ((i, not sourced <= vocabulary) for i, vocabulary in enumerate(vocabularies) if needed <= vocabulary)
 
 
 def _looks_like_command(line: str) -> bool:
