@@ -31,12 +31,15 @@ KINDS = {
     ".pdf": "pdf",
 }
 # Bump a kind's revision when its reader's text changes: the next ingest reads indexed files of
-# that kind again, as if they had changed (2: html keeps the lines of <pre> blocks).
-READER_REVISIONS = {"html": 2}
+# that kind again, as if they had changed (2: html keeps the lines of <pre> blocks; 3: a blank line
+# before each definition-list entry, so chunks keep a term with its description).
+READER_REVISIONS = {"html": 3}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
+_ENTRY = "\u27e6specrag-dt\u27e7"
+_ENTRY_LINE = re.compile(r"^(.*?)" + _ENTRY, re.M)
 
 
 def reader_revision(kind: str) -> int:
@@ -217,7 +220,8 @@ def _render_with_headings(body) -> tuple[str, list[Heading]]:
     heads = list(body.iter("head"))
     for i, head in enumerate(heads):
         head.text = f"\u27e6specrag-h{i}\u27e7{head.text or ''}"
-    marked = xmltotxt(body, include_formatting=False)
+    _mark_entries(body)
+    marked = _ENTRY_LINE.sub(lambda m: "\n" + m.group(1), xmltotxt(body, include_formatting=False))
     text = _MARK.sub("", marked)
     headings, removed = [], 0
     for match in _MARK.finditer(marked):
@@ -230,6 +234,26 @@ def _render_with_headings(body) -> tuple[str, list[Heading]]:
             level = _level(heads[int(match.group(1))].get("rend"))
             headings.append(Heading(level, title, start, min(line_end + 1, len(text))))
     return text, headings
+
+
+def _mark_entries(body) -> None:
+    """Mark each definition-list entry that follows another one, for a blank line before it.
+
+    Man pages are definition lists (an option or parameter, then what it does), which
+    trafilatura renders as list items, term and description alike. With no blank line between
+    entries, the chunker's first choice of a cut (a paragraph break) never fell between two of
+    them, and a chunk could end on a bare term (`- TimeLimit=<time>`) whose description opened
+    the next chunk: neither chunk then read as the answer to "change a job's time limit". A blank
+    line before each entry lets chunks cut between entries and keep a term with its description.
+    """
+    for item in body.iter("item"):
+        previous = item.getprevious()
+        if _is_term(item) and previous is not None and not _is_term(previous):
+            item.text = _ENTRY + (item.text or "")
+
+
+def _is_term(item) -> bool:
+    return (item.get("rend") or "").startswith("dt")
 
 
 def _level(rend: str | None) -> int:

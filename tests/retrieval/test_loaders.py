@@ -199,3 +199,25 @@ def test_directory_named_like_a_document_is_skipped(tmp_path):
 def test_unsupported_extension_is_skipped(tmp_path):
     (tmp_path / "diagram.svg").write_text("<svg/>")
     assert "unsupported" in skip_reason(tmp_path / "diagram.svg")
+
+
+def test_html_definition_lists_cut_between_entries_so_a_term_keeps_its_description(tmp_path):
+    from retrieval.chunking import ChunkParams, chunk_document, make_splitter
+
+    entries = "".join(
+        f"<DT>Param{i}=&lt;value&gt;<DD>What parameter {i} changes, in a sentence of about twenty words "
+        f"so that a few entries fill one chunk of the splitter.\n"
+        for i in range(12)
+    )
+    html = f"<html><body><h1>scontrol</h1><h2>SPECIFICATIONS</h2><DL COMPACT>{entries}</DL></body></html>"
+    path = tmp_path / "scontrol.html"
+    path.write_text(html)
+    doc = load_document(path)
+    assert "fill one chunk of the splitter.\n\n- Param1=" in doc.text  # a blank line between entries
+    assert "- Param0=<value>\n- What parameter 0" in doc.text  # no blank line inside an entry
+    splitter = make_splitter(lambda text: len(text.split()), ChunkParams(chunk_tokens=60, overlap_tokens=0))
+    chunks = chunk_document(doc, splitter)
+    assert len(chunks) > 2
+    for chunk in chunks:  # every chunk starts on a term and ends on a description
+        lines = chunk.text.strip().splitlines()
+        assert lines[0].startswith("- Param") and "What parameter" in lines[-1], chunk.text
