@@ -14,7 +14,8 @@ asked for) and `srun --gpus-per-node=volta:2` (a source has `volta:3`) are found
 `sbatch --afterok=123` (no source has the option `--afterok`) is not. Such items are marked
 `adapted`; flagging them had taught operators to ignore flags.
 Items:
-- code: each line of a fenced block and each inline `code` span (a leading `$ ` dropped);
+- code: each line of a fenced block and each inline `code` span (a leading `$ ` dropped), except
+  a bare `<placeholder>` ("replace `<job_id>` with the job's id"), which is the user's to fill in;
 - command: a line outside code that reads like a shell command (`$ cmd ...`, or a
   lowercase word followed by an option, with no sentence punctuation at the end);
 - option: every `--long-option` (with its `=value`, if any) anywhere in the answer;
@@ -96,7 +97,10 @@ class GroundingSources:
         return tuple(numbers[i] for i, _ in _builders(text, self.vocabularies, self.question))
 
     def holds_whole(self, kind: str, text: str) -> bool:
-        """`finds`, but a verbatim match must not cut a word (`scontrol rebo` is no command)."""
+        """`finds`, but a verbatim match must not cut a word (`scontrol rebo` is no command); a bare
+        `<placeholder>` is the user's to fill in, so the decoding filter may close it."""
+        if is_placeholder(text):
+            return True
         at = self.haystack.find(text)
         while at >= 0:
             before, after = self.haystack[at - 1 : at], self.haystack[at + len(text) : at + len(text) + 1]
@@ -172,7 +176,7 @@ def check_grounding(
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
-        if text and text not in seen:
+        if text and text not in seen and not is_placeholder(text):
             found, adapted = sources.finds(kind, text)
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted)
@@ -189,6 +193,11 @@ def _placed(item: GroundingItem, sources: GroundingSources, numbers: Sequence[in
     if holders:
         return replace(item, holders=holders)
     return replace(item, built_from=sources.builders(numbers, item.kind, item.text))
+
+
+def is_placeholder(text: str) -> bool:
+    """A bare stand-in such as `<job_id>`: the user fills it in, nothing to find in a source or to run."""
+    return bool(_PLACEHOLDER.fullmatch(text.strip()))
 
 
 def extract_items(answer: str) -> Iterable[tuple[str, str]]:

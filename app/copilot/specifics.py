@@ -16,7 +16,8 @@ a comparable form:
   task range is a claim to check, not a contact to withhold (withhold.py);
 - quantity: a number with a time, size, percent, rate, power or temperature unit: the same
   number with the same unit after synonyms are merged (`30 min` = `30 minutes`, `2GB` =
-  `2 GB`); a bare count ("2 GPUs") is not checked;
+  `2 GB`), a duration in any time unit (`120 minutes` = `2 hours`), and a source's number
+  written as a word ("two more hours" has `2 hours`); a bare count ("2 GPUs") is not checked;
 - version: a dotted number of three or more parts (a version such as `470.57.02`, or an
   address such as `10.0.0.1`), or of two parts shortly after a word naming a version in its
   sentence (version, release, driver, firmware...: "the driver version for CUDA 12 is
@@ -88,6 +89,23 @@ _CANONICAL = {alias: unit for unit, aliases in _UNITS.items() for alias in alias
 _ALIASES = sorted(_CANONICAL, key=len, reverse=True)
 _UNIT_ALT = "|".join(re.escape(a) for a in _ALIASES)
 _QUANTITY = re.compile(rf"(?<![\w.,-])(\d+(?:[.,]\d+)?)\s?({_UNIT_ALT})(?![\w/])", re.I)
+# A duration is one quantity in whatever unit it is written: the model converts the user's "two hours" to
+# `TimeLimit=+120` and says "120 minutes". Months and years have no fixed length and stay as written.
+_SECONDS = {"ms": 0.001, "s": 1, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_SPELLED = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty"
+)
+_NUMBER_WORDS = {word: str(value) for value, word in enumerate(_SPELLED.split(" "))} | {
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "ninety": "90",
+    "hundred": "100",
+}
+_MORE = r"(?:more|extra|additional|full|whole)"
+_NUMBER_WORD = re.compile(rf"\b({'|'.join(_NUMBER_WORDS)})\b(?=(?:\s+{_MORE})?\s+\w)", re.I)
 _VERSION = re.compile(r"(?<![\w.:/-])v?\d+(?:\.\d+){2,}(?![\w-]|\.\w)")
 _SHORT_VERSION = re.compile(r"(?<![\w.:/-])v?\d+\.\d+(?![\w-]|\.\w)")
 _SENTENCE_BREAK = re.compile(r"\n|[.;!?]\s")
@@ -108,7 +126,7 @@ class SpecificsChecker:
     def __init__(self, passages: Sequence[str], question: str = "") -> None:
         self._sources = "\n".join([*passages, question])
         self._phones = {_digits(text) for _, text in _phones(self._sources)}
-        self._quantities = {_quantity_key(text) for _, text in _quantities(self._sources)}
+        self._quantities = {_quantity_key(text) for _, text in _quantities(_with_digits(self._sources))}
         self._vocabulary = {w.casefold() for w in _WORD.findall(self._sources)}
 
     def check(self, answer: str) -> list[GroundingItem]:
@@ -219,4 +237,13 @@ def _quantity_key(text: str) -> tuple[float, str | None]:
     m = _QUANTITY.match(text)
     if m is None:
         return (float("nan"), None)
-    return float(m.group(1).replace(",", ".")), _unit(m.group(2))
+    value, unit = float(m.group(1).replace(",", ".")), _unit(m.group(2))
+    if unit in _SECONDS:
+        return round(value * _SECONDS[unit], 6), "duration"
+    return value, unit
+
+
+def _with_digits(text: str) -> str:
+    """`text` with a number written as a word before a unit in digits ("two more hours" -> "2 hours")."""
+    spelled = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group(1).casefold()], text)
+    return re.sub(rf"\b(\d+)\s+{_MORE}\s+(?=\w)", r"\1 ", spelled)

@@ -2,7 +2,7 @@
 
 from app.copilot import Passage
 from app.copilot.citations import build_citations, cited_numbers, provenance_segments
-from app.copilot.grounding import check_grounding
+from app.copilot.grounding import GroundingSources, check_grounding
 from app.copilot.withhold import withheld_notice
 
 PASSAGES = [
@@ -264,3 +264,22 @@ def test_a_line_put_together_from_a_sources_words_is_found_and_noted_as_written_
     notes = [text for _, text in check_notes(final, code=lambda text: f"`{text}`")]
     assert "`sdiag backfill` is written so in no source: it is put together from words of [1]; check it" in notes
     assert "put together from words of [1]" in grounding_html(final.grounding)
+
+
+def test_a_bare_placeholder_is_not_an_item_and_the_filter_may_close_it():
+    answer = "Run `scontrol update JobId=<job_id> TimeLimit=+120`. Replace `<job_id>` with the job's id."
+    items = {i.text: i for i in check_grounding(answer, ["scontrol update JobId=1234 TimeLimit=+60"], "")}
+    assert "<job_id>" not in items
+    assert items["scontrol update JobId=<job_id> TimeLimit=+120"].found
+    sources = GroundingSources(["scontrol update JobId=1234"], "")
+    assert sources.holds_whole("code", "<job_id>") and not sources.holds_whole("code", "job_id")
+
+
+def test_durations_match_in_any_time_unit_and_numbers_written_as_words():
+    question = "A job needs two more hours before it hits its time limit."
+    items = specifics("Add 120 minutes (2 hours), not 3 hours.", question)
+    assert items["120 minutes"] == ("quantity", True) and items["2 hours"] == ("quantity", True)
+    assert items["3 hours"] == ("quantity", False)
+    assert specifics("Wait 1 day, or 90 seconds.")["1 day"] == ("quantity", False)
+    assert specifics("Wait 1 day.", "It waited 24 hours already.")["1 day"] == ("quantity", True)
+    assert specifics("Use 1 GB.", "I have one GB left.")["1 GB"] == ("quantity", True)
