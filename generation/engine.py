@@ -293,8 +293,10 @@ class _Decoding:
         if self.token_filter is not None:
             answer = self.context[self.prompt_length :]
             logits = filter_rows(self.token_filter, answer, draft.tokens, logits, self.config.sampling.greedy)
-        probs = logits_to_probs(logits, self.config.sampling)
-        tokens = verify(probs, draft.tokens, draft.probs, self.generator, self.config.sampling.greedy)
+        greedy = self.config.sampling.greedy
+        # greedy verification only takes each row's argmax: the logits' is the one-hot rows' (no 150k-wide copy)
+        probs = logits if greedy else logits_to_probs(logits, self.config.sampling)
+        tokens = verify(probs, draft.tokens, draft.probs, self.generator, greedy)
         if self.engine.cost is not None:
             self.engine.cost.record(len(draft) + 1, time.perf_counter() - started)
         accepted = len(tokens) - 1

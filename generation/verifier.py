@@ -9,7 +9,8 @@ bonus token when the whole draft is accepted.
 Sampling (Leviathan et al. 2023, Chen et al. 2023): accept x_i with probability
 min(1, p_i(x_i) / q_i(x_i)); on rejection draw from norm(max(0, p_i - q_i)). The emitted
 tokens are then distributed exactly as sequential sampling from p. Under greedy, p rows
-are one-hot and the rule reduces to "keep while the draft equals the target argmax".
+are one-hot and the rule reduces to "keep while the draft equals the target argmax", which the
+engine takes from the logits themselves.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ def _residual(p: torch.Tensor, token: int, q: torch.Tensor | None) -> torch.Tens
     return residual / total
 
 
-def _verify_greedy(target_probs: torch.Tensor, draft_tokens: list[int]) -> list[int]:
-    targets = target_probs.argmax(-1).tolist()
+def _verify_greedy(target_rows: torch.Tensor, draft_tokens: list[int]) -> list[int]:
+    """Keep the draft while it equals each row's argmax; rows may be one-hot probabilities or the logits."""
+    targets = target_rows.argmax(-1).tolist()
     accepted: list[int] = []
     for token, target in zip(draft_tokens, targets, strict=False):
         if token != target:
