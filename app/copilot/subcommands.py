@@ -34,7 +34,13 @@ def with_tools(grounding: Sequence[GroundingItem], passages: Sequence[Passage], 
     """`grounding` with each command a tool takes, copied without that tool, marked with the tool's name."""
     by_number = {passage.number: passage for passage in passages}
     words = " ".join(answer.replace("`", " ").split())
-    return [_with_tool(item, by_number, words) for item in grounding]
+    marked = [_with_tool(item, by_number, words) for item in grounding]
+    # `suspend` beside `suspend <job_list>`: one note, on the longer line, says it for both
+    longer = [item.text for item in marked if item.tool]
+    return [
+        replace(item, tool="") if item.tool and any(text.startswith(item.text + " ") for text in longer) else item
+        for item in marked
+    ]
 
 
 def _with_tool(item: GroundingItem, by_number: dict[int, Passage], answer_words: str) -> GroundingItem:

@@ -52,3 +52,11 @@ def test_unfound_and_prose_items_are_left_alone():
     unfound = GroundingItem("hold 1234,5678", "code", False)
     option = GroundingItem("--hold", "option", True, holders=(1,))
     assert with_tools([unfound, option], [SCONTROL], "hold 1234,5678 --hold") == [unfound, option]
+
+
+def test_the_bare_command_beside_its_full_line_gets_no_second_note():
+    final, items = _hold("[1] Use the `hold` command:\n\n```\nhold <job_list>\n```")
+    assert items["hold <job_list>"].tool == "scontrol" and not items["hold"].tool
+    assert final.without_tool == [items["hold <job_list>"]]
+    _, items = _hold("[1] Use the `hold` command.")
+    assert items["hold"].tool == "scontrol"  # alone, it still gets its note
