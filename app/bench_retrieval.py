@@ -147,14 +147,21 @@ def load_questions(path: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def hit_rate(retriever: Retriever, questions: list[dict], k: int = 5) -> dict:
+def hit_rate(retriever: Retriever, questions: list[dict], k: int = 5, depth: int = 10) -> dict:
+    """hit@k and MRR (first gold page within `depth`, as `specrag eval` reports it) and the ids missed at k."""
     questions = [q for q in questions if q["gold"]]  # gold [] marks a question the corpus cannot answer
-    misses = []
+    misses, reciprocal = [], []
     for q in questions:
-        sources = [r.source for r in retriever.retrieve(q["question"], k=k)]
-        if not retrieval_metrics(sources, q["gold"], ks=(k,))[f"hit@{k}"]:  # ranx, as in specrag eval
+        sources = [r.source for r in retriever.retrieve(q["question"], k=depth)]
+        found = retrieval_metrics(sources, q["gold"], ks=(k,))  # ranx, as in specrag eval
+        reciprocal.append(found["mrr"])
+        if not found[f"hit@{k}"]:
             misses.append(q["id"])
-    return {f"hit@{k}": round(1 - len(misses) / len(questions), 4), "misses": misses}
+    return {
+        f"hit@{k}": round(1 - len(misses) / len(questions), 4),
+        "mrr": round(float(np.mean(reciprocal)), 4),
+        "misses": misses,
+    }
 
 
 def latency_ms(retriever: Retriever, questions: list[dict], k: int, repeats: int) -> dict:
@@ -254,7 +261,9 @@ def summary(results: dict) -> str:
     ev = results["eval"]
     lines.append(
         "hit@5: "
-        + ", ".join(f"{name} {ev[name]['hit@5']:.3f}" for name in ("hybrid", "dense", "bm25"))
+        + ", ".join(
+            f"{name} {ev[name]['hit@5']:.3f} (MRR {ev[name]['mrr']:.3f})" for name in ("hybrid", "dense", "bm25")
+        )
         + f" over {results['questions']} questions"
     )
     lat = ev["latency_ms"]

@@ -61,6 +61,7 @@ def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, mi
     evaluation = results["eval"]
     for name in ("hybrid", "dense", "bm25"):
         assert evaluation[name]["hit@5"] == round(2 / 3, 4) and evaluation[name]["misses"] == ["q3"]
+        assert evaluation[name]["mrr"] == round(2 / 3, 4)  # q1, q2 first; q3 finds no gold page in the top 10
     latency = evaluation["latency_ms"]["hybrid"]
     assert latency["queries"] == 3 and 0 < latency["p50"] <= latency["p95"] <= latency["max"]
     printed = capsys.readouterr().out
