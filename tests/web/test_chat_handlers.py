@@ -187,9 +187,14 @@ def test_on_a_path_that_cannot_verify_drafts_the_radio_offers_only_plain_decodin
     assert "llamacpp-f16 path decodes plainly" in radio.info
 
 
-def test_stop_while_waiting_for_the_models_ends_the_question(tmp_path):
+def test_stop_while_waiting_for_the_models_ends_the_question(engine, tmp_path):
     release = threading.Event()
-    backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=lambda o: release.wait(10))
+
+    def loader(options):  # the models load only once the question has been stopped
+        release.wait(10)
+        return Copilot(LoadedEngine(engine, "/models/bigram", None), options, fixture_retriever())
+
+    backend = Backend(CopilotOptions(), feedback=FeedbackStore(tmp_path / "f.db"), loader=loader)
     backend.start()
     steps = chat.respond(backend, "How do I rotate the glyph bank?", None, OPTIONS, None)
     next(steps)
