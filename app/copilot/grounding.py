@@ -52,6 +52,7 @@ _NUMBER_PREFIX = re.compile(r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?")  # 
 _PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.")
 _JOINERS = re.compile(r"[\W_]+")
 _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reboot` reads as one setting
+_BUILT_KINDS = ("code", "command", "option")  # the kinds a user's values may go into (`_built_from_one`)
 
 
 def normalise(text: str) -> str:
@@ -92,7 +93,7 @@ class GroundingSources:
 
     def builders(self, numbers: Sequence[int], kind: str, text: str) -> tuple[int, ...]:
         """The numbers of the passages whose pieces, with the user's own values, make up `text` (`_built`)."""
-        if kind not in ("code", "command", "option"):
+        if kind not in _BUILT_KINDS:
             return ()
         return tuple(numbers[i] for i, _ in _builders(text, self.vocabularies, self.question))
 
@@ -111,7 +112,7 @@ class GroundingSources:
 
     def _built(self, kind: str, text: str) -> tuple[bool, bool]:
         """(found, adapted) by `_built_from_one`, for the kinds a user's values may go into."""
-        if kind in ("code", "command", "option"):
+        if kind in _BUILT_KINDS:
             return _built_from_one(text, self.vocabularies, self.question)
         return False, False
 
