@@ -112,6 +112,18 @@ class Quote:
 
 
 @dataclass(frozen=True)
+class Definition:
+    """What passage `source` (page `title`) says an option, setting or subcommand the answer uses does
+    (definitions.py): `text`, the first sentence of the entry headed `term` (`-M, --clusters=<string>`)."""
+
+    name: str
+    term: str
+    source: int
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
 class Recitation:
     """A sentence shown citing [now] in place of the markers the model `written` (recite.py): `evidence`, a
     quote or command of the sentence, and all the rest of what it quotes, are in [now] and in none of those."""
@@ -165,6 +177,8 @@ class Final:
     recited: str = ""  # not '': the shown answer with those sentences' markers moved (recite.py)
     # (sentence, topic word): sentences speaking of the prompt's worked example, which no source does (borrowed.py)
     borrowed: list[tuple[str, str]] = field(default_factory=list)
+    # what the sources say the options and settings of the answer's code do (definitions.py)
+    definitions: list[Definition] = field(default_factory=list)
 
     @property
     def finish_label(self) -> str:

@@ -22,6 +22,7 @@ from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.copied_code import CopiedCode
+from app.copilot.definitions import defined_options
 from app.copilot.events import Event, Final, Passage, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
@@ -474,6 +475,7 @@ def _checked_final(
         recitations=[] if notice else recitations,
         recited=displayed if recitations and not notice else "",
         borrowed=[] if notice else borrowed_sentences(displayed, read, prepared.question),
+        definitions=[] if notice else defined_options(grounding, passages),
     )
 
 

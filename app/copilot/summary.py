@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from app.copilot.events import Final, GroundingItem, Quote, Recitation
+from app.copilot.events import Definition, Final, GroundingItem, Quote, Recitation
 from app.copilot.gate import weak_match_warning, why_refused
 
 Level = Literal["warning", "note"]
@@ -59,13 +59,27 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
-    for item in final.adapted:
-        notes.append(("note", f"{code(item.text)} is a source's {item.kind} with your own values; check them"))
+    notes += [("note", adapted(item, code)) for item in final.adapted]
     notes += [("note", run_under_tool(item, code)) for item in final.without_tool]
     notes += [("note", assembled(item, code)) for item in final.assembled]
     if final.citations.invalid:
         notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
+    notes += [("note", definition(defined, code)) for defined in final.definitions]
     return notes
+
+
+def adapted(item: GroundingItem, code: Callable[[str], str]) -> str:
+    """A found item that fills a source's command or option with the user's own values (grounding.py)."""
+    return f"{code(item.text)} is a source's {item.kind} with your own values; check them"
+
+
+def definition(
+    defined: Definition, code: Callable[[str], str], words: Callable[[str], str] = str, width: int = 160
+) -> str:
+    """What a source says an option of the answer does, so a real option used for the wrong purpose shows
+    (definitions.py). `words` renders the page's own words (the front end's escaping)."""
+    page = f" ({words(defined.title)})" if defined.title else ""
+    return f"{code(defined.name)}, as [{defined.source}]{page} defines it: “{words(_cut(defined.text, width))}”"
 
 
 def misattribution(item: GroundingItem, code: Callable[[str], str]) -> str:

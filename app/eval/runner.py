@@ -127,6 +127,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             # sentences speaking of the prompt's worked example (backups), which no source does (borrowed.py)
             "borrowed": [list(pair) for pair in final.borrowed],
         },
+        # what the passages say the options of the answer's code do, as the front ends show it (definitions.py)
+        "definitions": [[d.name, d.source, d.text] for d in final.definitions],
     }
 
 

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
-from app.copilot.events import Quote, Recitation
+from app.copilot.events import Definition, Quote, Recitation
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
+    adapted,
     assembled,
     borrowed,
+    definition,
     misattribution,
     misquotation,
     recitation,
@@ -78,6 +80,7 @@ def details_html(final: Final) -> str:
         else grounding_html(
             final.grounding, final.citations.invalid, final.misquoted, final.recitations, final.borrowed
         ),
+        "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
         stats_html(final),
     ]
@@ -243,10 +246,7 @@ def grounding_html(
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
     )
     note += "".join(
-        f'<div class="sr-ok">↳ <code>{html.escape(item.text)}</code>: a source\'s {item.kind} with your own values; '
-        "check them</div>"
-        for item in items
-        if item.found and item.adapted
+        f'<div class="sr-ok">↳ {adapted(item, _code_html)}</div>' for item in items if item.found and item.adapted
     )
     note += "".join(f'<div class="sr-ok">↳ {run_under_tool(item, _code_html)}</div>' for item in items if item.tool)
     note += "".join(f'<div class="sr-ok">↳ {assembled(item, _code_html)}</div>' for item in items if item.assembled)
@@ -261,6 +261,14 @@ def grounding_html(
         '<div class="sr-warn"><div class="sr-h">⚠ Check before running or acting on it: not found in the sources</div>'
         f"<ul>{''.join(lines)}</ul></div>{note}"
     )
+
+
+def definitions_html(definitions: Sequence[Definition]) -> str:
+    """What the sources say the answer's options do: a real option used for the wrong purpose shows here."""
+    if not definitions:
+        return ""
+    rows = "".join(f"<li>{definition(defined, _code_html, inert_html)}</li>" for defined in definitions)
+    return f'<div class="sr-defs"><div class="sr-h">What the sources say these options do</div><ul>{rows}</ul></div>'
 
 
 def _code_html(text: str) -> str:

@@ -49,7 +49,7 @@ def test_ungrounded_items_are_flagged_not_found_and_html_is_escaped():
     adapted = GroundingItem("srun --gpus-per-node=volta:2", "code", True, adapted=True)
     shown = render.grounding_html([adapted])
     assert "1 command/path/code/specific item(s) found" in shown
-    assert "<code>srun --gpus-per-node=volta:2</code>: a source's code with your own values" in shown
+    assert "<code>srun --gpus-per-node=volta:2</code> is a source's code with your own values" in shown
     pointer = GroundingItem("scontrol update State=IDLE", "code", False, "scontrol update State=<RESUME>", 2)
     assert "; nearest in [2]: <code>scontrol update State=&lt;RESUME&gt;</code>" in render.grounding_html([pointer])
     elsewhere = GroundingItem("MaxJobs<4>", "code", True, holders=(3,), cited=(1, 4))

@@ -1,0 +1,101 @@
+"""Beside an answer's options stands what its sources say they do, so a real option used wrongly shows."""
+
+from app.copilot.definitions import MAX_SHOWN, defined_options, first_sentence
+from app.copilot.events import GroundingItem, Passage
+from app.copilot.pipeline import final_from_text
+from app.copilot.summary import check_notes
+from app.web.render import details_html
+
+SRUN = Passage(
+    1,
+    "- --begin=<time>\n- Defer initiation of this job until the specified time. It accepts times of the form HH:MM.\n\n"
+    "- --time-min=<time>\n- Set a minimum time limit on the job allocation. If specified, the job may have its "
+    "--time limit lowered.\n\n"
+    "- -M, --clusters=<string>\n- Clusters to issue commands to.",
+    "srun.html",
+    "srun",
+    "OPTIONS",
+)
+SCONTROL = Passage(
+    2,
+    "- -M, --clusters=<string>\n- The cluster to issue commands to. Only one cluster name may be specified.\n\n"
+    "- suspend <job_list>\n- Suspend a running job.",
+    "scontrol.html",
+    "scontrol",
+    "OPTIONS",
+)
+SLURM_CONF = Passage(
+    3,
+    "- InactiveLimit\n- The interval, in seconds, after which a non-responsive job allocation command will "
+    "result in the job being terminated.\n\n- MaxNodes=<count>\n- Maximum count of nodes per job. Format is <n>.",
+    "slurm.conf.html",
+    "slurm.conf",
+    "PARAMETERS",
+)
+QUESTION = "How do I make a job start no earlier than a given date and time?"
+
+
+def _defined(answer: str, passages=(SRUN, SCONTROL, SLURM_CONF)):
+    final = final_from_text(QUESTION, list(passages), answer, "eos")
+    return final, {d.name: d for d in final.definitions}
+
+
+def test_an_option_used_for_the_wrong_purpose_stands_beside_its_sources_definition():
+    final, defined = _defined("[1] Set a minimum start time:\n\n```\nsrun --time-min=10 script.sh\n```")
+    assert list(defined) == ["--time-min"]  # not its value, not the script
+    assert defined["--time-min"].source == 1 and defined["--time-min"].title == "srun"
+    assert defined["--time-min"].text == "Set a minimum time limit on the job allocation."  # first sentence
+    notes = [text for level, text in check_notes(final, code=lambda text: f"`{text}`") if level == "note"]
+    assert "`--time-min`, as [1] (srun) defines it: “Set a minimum time limit on the job allocation.”" in notes
+
+
+def _found(*lines: str) -> dict:
+    items = [GroundingItem(line, "command", True) for line in lines]
+    return {d.name: d for d in defined_options(items, [SRUN, SCONTROL, SLURM_CONF])}
+
+
+def test_a_one_letter_option_is_explained_only_from_its_own_tools_page():
+    defined = _found("scontrol -M c1 suspend 42", "srun -M c1 hostname")
+    assert defined["-M"].source == 2  # scontrol's own -M, met first
+    assert defined["suspend"].text == "Suspend a running job."
+    assert _found("srun -M c1 hostname")["-M"].text == "Clusters to issue commands to."
+    # sbatch's page is not among the sources, and srun's and scontrol's -M say nothing of sbatch's
+    assert "-M" not in _found("sbatch -M c1 job.sh") and "-M" not in _found("-M c1")
+    _, defined = _defined("[1] Run `sbatch --time-min=10 job.sh`.")
+    assert defined["--time-min"].title == "srun"  # a long option means the same in sibling tools; shown with its page
+
+
+def test_settings_and_bare_names_are_looked_up_and_invented_items_are_not():
+    _, defined = _defined("[3] Set `MaxNodes=4` and raise `InactiveLimit`.")
+    assert [d.name for d in defined.values()] == ["MaxNodes", "InactiveLimit"]
+    assert defined["MaxNodes"].term == "MaxNodes=<count>"
+    _, defined = _defined("[1] Run `srun --begin-late=noon --clusters=x`.")
+    assert defined == {}  # the line is in no source: it is flagged, and a lookalike's definition lends it no credit
+
+
+def test_definitions_are_capped_and_each_name_is_given_once():
+    entries = "\n\n".join(f"- --opt{i}\n- Option number {i}." for i in range(MAX_SHOWN + 3))
+    page = Passage(1, entries, "tool.html", "tool", "OPTIONS")
+    answer = "[1] " + " ".join(f"`tool --opt{i}`" for i in range(MAX_SHOWN + 3)) + " and `tool --opt0` again."
+    final = final_from_text(QUESTION, [page], answer, "eos")
+    assert [d.name for d in final.definitions] == [f"--opt{i}" for i in range(MAX_SHOWN)]
+
+
+def test_a_withheld_answer_explains_nothing_and_the_web_escapes_the_pages_words():
+    withheld = final_from_text(QUESTION, [SRUN], "Run `srun --time-min=10`.", "withheld", "cites no source")
+    assert withheld.withheld and withheld.definitions == []
+    final = final_from_text(QUESTION, [SLURM_CONF], "[3] Set `MaxNodes=4`.", "eos")
+    shown = details_html(final)
+    assert "What the sources say these options do" in shown
+    assert "<code>MaxNodes</code>, as [3] (slurm.conf) defines it: “Maximum count of nodes per job.”" in shown
+
+
+def test_first_sentence_stops_at_a_sentence_end_not_at_an_abbreviation_or_a_version():
+    assert first_sentence("Run it e.g. daily on v2.1 nodes. Then more.") == "Run it e.g. daily on v2.1 nodes."
+    assert first_sentence("x" * 300).endswith("…") and len(first_sentence("x" * 300)) == 160
+
+
+def test_no_definition_list_no_definitions():
+    prose = Passage(1, "Use srun --time-min to lower the limit.", "faq.html", "FAQ", "Jobs")
+    item = GroundingItem("--time-min", "option", True)
+    assert defined_options([item], [prose]) == []
