@@ -22,18 +22,26 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from app.copilot.code_spans import options, prose
 from app.copilot.events import Definition, GroundingItem, Passage
 
 MAX_SHOWN = 6  # options explained per answer; more reads as a second answer
 MAX_CHARS = 160  # a definition's first sentence is cut here
 
-_ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)", re.M)
+# a definition list's entry line and description line, or a one-line "Name — description" (reason codes)
+_ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-Za-z][\w.-]*) — (?P<line>[^\n]+)", re.M)
 _NAME = re.compile(r"^(?:--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*)")  # up to '=', '[', '<', a space or a comma
 _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")
 _SHORT = re.compile(r"-[A-Za-z]")
+_BARE = re.compile(r"[A-Za-z][\w.-]*")
 _COMMAND = re.compile(r"[a-z][a-z0-9_.-]*")  # a command's name, as a man page's title gives it
-_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]][.!?])\s+(?=[A-Z(\"'])")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]>][.!?])\s+(?=[A-Z(\"'])")
 _CODE_KINDS = ("code", "command", "option")
+# a setting, reason or state named in prose: a word with two capitals or more and a small letter (InactiveLimit,
+# QOSMaxJobsPerUserLimit) or an underscore (OUT_OF_MEMORY), not an acronym (ID, CPU); the question may also name a
+# code of four capitals or more (DRAIN). Either counts only where an entry of the sources is headed by that name.
+_SETTING = re.compile(r"(?<![\w-])(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z_])[A-Za-z]\w*(?![\w-])")
+_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
 
 
 @dataclass(frozen=True)
@@ -46,20 +54,24 @@ class _Entry:
     tool: str  # the passage's page title when it names a command (`scontrol`), else ''
 
 
-def defined_options(grounding: Sequence[GroundingItem], passages: Sequence[Passage]) -> list[Definition]:
-    """The definitions passages give of the options, settings and subcommands in the answer's code.
+def defined_options(
+    grounding: Sequence[GroundingItem], passages: Sequence[Passage], answer: str = "", question: str = ""
+) -> list[Definition]:
+    """The definitions passages give of the options, settings and subcommands in the answer's code,
+    then of the settings its prose names (`InactiveLimit`: a word with two capitals or more), then
+    of the options and settings the question names (the `QOSMaxJobsPerUserLimit` it asks about).
 
-    In the order the answer uses them, each name once, at most MAX_SHOWN. A name is taken from
-    a found item only: an invented one is already flagged, and its lookalike's definition
-    would lend it credit."""
+    In that order, each name once, at most MAX_SHOWN. A name is taken from a found item only:
+    an invented one is already flagged, and its lookalike's definition would lend it credit.
+    A name in prose needs no check: it is looked up among the entries' names."""
     entries = [entry for passage in passages for entry in _entries(passage)]
     if not entries:
         return []
+    used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
+    used.append(("", _SETTING.findall(prose(answer))))
+    used.append(("", [*options(question), *_SETTING.findall(question), *_CODE.findall(question)]))
     shown: dict[str, Definition] = {}
-    for item in grounding:
-        if not (item.found and item.kind in _CODE_KINDS):
-            continue
-        tool, names = _names_used(item)
+    for tool, names in used:
         for name in names:
             if name not in shown and (entry := _entry_for(name, tool, entries)) is not None:
                 shown[name] = Definition(name, entry.term, entry.source, entry.title, entry.text)
@@ -72,10 +84,22 @@ def _entries(passage: Passage) -> Iterable[_Entry]:
     title = (passage.title or "").strip()
     tool = title if _COMMAND.fullmatch(title) else ""
     for match in _ENTRY.finditer(passage.text):
-        term = match.group("term").strip()
-        names = frozenset(name.group(0) for form in term.split(",") if (name := _NAME.match(form.strip())) is not None)
+        term = (match.group("term") or match.group("name")).strip()
+        names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()))
         if names:
-            yield _Entry(names, term, first_sentence(match.group("text")), passage.number, title, tool)
+            text = match.group("text") or match.group("line")
+            yield _Entry(names, term, first_sentence(text), passage.number, title, tool)
+
+
+def _names_of(form: str) -> list[str]:
+    """The names one form of an entry's term gives: its first word up to '=', '[', '<' or a space
+    (`--clusters=<string>`, `suspend <job_list>`), or every word of a form made of bare words only
+    (`OOM OUT_OF_MEMORY`, a state's short and long code)."""
+    words = form.split()
+    if len(words) > 1 and all(_BARE.fullmatch(word) for word in words):
+        return words
+    name = _NAME.match(form)
+    return [name.group(0)] if name else []
 
 
 def _names_used(item: GroundingItem) -> tuple[str, list[str]]:
@@ -104,7 +128,13 @@ def _entry_for(name: str, tool: str, entries: Sequence[_Entry]) -> _Entry | None
     return holding[0] if holding else None
 
 
-def first_sentence(text: str, width: int = MAX_CHARS) -> str:
-    """The first sentence of a description, cut to `width` characters."""
-    sentence = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
-    return sentence if len(sentence) <= width else sentence[: width - 1].rstrip() + "…"
+def first_sentence(text: str, width: int = MAX_CHARS, least: int = 40) -> str:
+    """The first sentence of a description, with the next ones while it is shorter than `least` characters
+    ("Format is <job(.step)>." says nothing alone), cut to `width` characters."""
+    sentences = _SENTENCE_END.split(text.strip())
+    shown = sentences[0]
+    for sentence in sentences[1:]:
+        if len(shown) >= least:
+            break
+        shown += " " + sentence
+    return shown if len(shown) <= width else shown[: width - 1].rstrip() + "…"

@@ -475,7 +475,7 @@ def _checked_final(
         recitations=[] if notice else recitations,
         recited=displayed if recitations and not notice else "",
         borrowed=[] if notice else borrowed_sentences(displayed, read, prepared.question),
-        definitions=[] if notice else defined_options(grounding, passages),
+        definitions=[] if notice else defined_options(grounding, passages, displayed, prepared.question),
     )
 
 

@@ -268,7 +268,7 @@ def definitions_html(definitions: Sequence[Definition]) -> str:
     if not definitions:
         return ""
     rows = "".join(f"<li>{definition(defined, _code_html, inert_html)}</li>" for defined in definitions)
-    return f'<div class="sr-defs"><div class="sr-h">What the sources say these options do</div><ul>{rows}</ul></div>'
+    return f'<div class="sr-defs"><div class="sr-h">What the sources say these terms mean</div><ul>{rows}</ul></div>'
 
 
 def _code_html(text: str) -> str:

@@ -27,7 +27,8 @@ SCONTROL = Passage(
 SLURM_CONF = Passage(
     3,
     "- InactiveLimit\n- The interval, in seconds, after which a non-responsive job allocation command will "
-    "result in the job being terminated.\n\n- MaxNodes=<count>\n- Maximum count of nodes per job. Format is <n>.",
+    "result in the job being terminated.\n\n"
+    "- MaxNodes=<count>\n- Maximum count of nodes per job in the partition. Format is <n>.",
     "slurm.conf.html",
     "slurm.conf",
     "PARAMETERS",
@@ -69,6 +70,17 @@ def test_settings_and_bare_names_are_looked_up_and_invented_items_are_not():
     _, defined = _defined("[3] Set `MaxNodes=4` and raise `InactiveLimit`.")
     assert [d.name for d in defined.values()] == ["MaxNodes", "InactiveLimit"]
     assert defined["MaxNodes"].term == "MaxNodes=<count>"
+    _, defined = _defined("[3] The job has reached the system InactiveLimit, not MaxNodes.")
+    assert list(defined) == ["InactiveLimit", "MaxNodes"]  # a setting named in prose is explained too
+    codes = Passage(
+        4, "Reasons:\nQOSMaxJobsPerUserLimit — The per-user job limit of the QOS is met.", "r.html", "Codes"
+    )
+    final = final_from_text(
+        "Why is my job pending with reason QOSMaxJobsPerUserLimit?", [codes], "[4] It waits.", "eos"
+    )
+    assert [(d.name, d.text) for d in final.definitions] == [
+        ("QOSMaxJobsPerUserLimit", "The per-user job limit of the QOS is met.")  # the term the question asks about
+    ]
     _, defined = _defined("[1] Run `srun --begin-late=noon --clusters=x`.")
     assert defined == {}  # the line is in no source: it is flagged, and a lookalike's definition lends it no credit
 
@@ -86,13 +98,20 @@ def test_a_withheld_answer_explains_nothing_and_the_web_escapes_the_pages_words(
     assert withheld.withheld and withheld.definitions == []
     final = final_from_text(QUESTION, [SLURM_CONF], "[3] Set `MaxNodes=4`.", "eos")
     shown = details_html(final)
-    assert "What the sources say these options do" in shown
-    assert "<code>MaxNodes</code>, as [3] (slurm.conf) defines it: “Maximum count of nodes per job.”" in shown
+    assert "What the sources say these terms mean" in shown
+    assert (
+        "<code>MaxNodes</code>, as [3] (slurm.conf) defines it: “Maximum count of nodes per job in the partition.”"
+        in shown
+    )
 
 
 def test_first_sentence_stops_at_a_sentence_end_not_at_an_abbreviation_or_a_version():
-    assert first_sentence("Run it e.g. daily on v2.1 nodes. Then more.") == "Run it e.g. daily on v2.1 nodes."
+    shown = "Run it e.g. daily on the v2.1 nodes of every cluster."
+    assert first_sentence(shown + " Then more.") == shown
     assert first_sentence("x" * 300).endswith("…") and len(first_sentence("x" * 300)) == 160
+    assert first_sentence("Format is <job>. Stat this job step or a list of steps. More.") == (
+        "Format is <job>. Stat this job step or a list of steps."  # a short first sentence says little alone
+    )
 
 
 def test_no_definition_list_no_definitions():
