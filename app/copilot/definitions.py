@@ -33,9 +33,11 @@ _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-
 _NAME = re.compile(r"^(?:--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*)")  # up to '=', '[', '<', a space or a comma
 _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")
 _SHORT = re.compile(r"-[A-Za-z]")
-_BARE = re.compile(r"[A-Za-z][\w.-]*")
+_BARE = re.compile(r"[A-Za-z][\w-]*")
+# an entry's term: up to four words, no sentence ("Execute ResumeProgram with ... names.") and no "Name: text" line
+_TERM = re.compile(r"(?!.*(?: — |: |\.$))\S+(?: \S+){0,3}")
 _COMMAND = re.compile(r"[a-z][a-z0-9_.-]*")  # a command's name, as a man page's title gives it
-_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]>][.!?])\s+(?=[A-Z(\"'])")
+_SENTENCE_END = re.compile(r"(?<=[A-Za-z0-9)\]>][.!?])\s+(?=[A-Z(\"'])")
 _CODE_KINDS = ("code", "command", "option")
 # a setting, reason or state named in prose: a word with two capitals or more and a small letter (InactiveLimit,
 # QOSMaxJobsPerUserLimit) or an underscore (OUT_OF_MEMORY), not an acronym (ID, CPU); the question may also name a
@@ -85,19 +87,22 @@ def _entries(passage: Passage) -> Iterable[_Entry]:
     tool = title if _COMMAND.fullmatch(title) else ""
     for match in _ENTRY.finditer(passage.text):
         term = (match.group("term") or match.group("name")).strip()
-        names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()))
+        if not _TERM.fullmatch(term):  # a list of sentences or of "Name: description" lines, not an entry
+            continue
+        names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
         if names:
-            text = match.group("text") or match.group("line")
+            text = (match.group("text") or match.group("line")).removeprefix("- ")
             yield _Entry(names, term, first_sentence(text), passage.number, title, tool)
 
 
 def _names_of(form: str) -> list[str]:
     """The names one form of an entry's term gives: its first word up to '=', '[', '<' or a space
-    (`--clusters=<string>`, `suspend <job_list>`), or every word of a form made of bare words only
-    (`OOM OUT_OF_MEMORY`, a state's short and long code)."""
+    (`--clusters=<string>`, `suspend <job_list>`), or, in a form made of bare words only, each word
+    with a capital (`OOM OUT_OF_MEMORY`, a state's short and long code; `AccountUtilizationByUser`
+    of `cluster AccountUtilizationByUser`, where `cluster` heads many reports)."""
     words = form.split()
     if len(words) > 1 and all(_BARE.fullmatch(word) for word in words):
-        return words
+        return [word for word in words if not word.islower()]
     name = _NAME.match(form)
     return [name.group(0)] if name else []
 
