@@ -35,7 +35,8 @@ _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")
 _SHORT = re.compile(r"-[A-Za-z]")
 _BARE = re.compile(r"[A-Za-z][\w-]*")
 # an entry's term: up to four words, no sentence ("Execute ResumeProgram with ... names.") and no "Name: text" line
-_TERM = re.compile(r"(?!.*(?: — |: |\.$))\S+(?: \S+){0,3}")
+_TERM = re.compile(r"(?!.*(?: — |: |[.,:]$))\S+(?: \S+){0,3}")
+_OPTION_START = re.compile(r"--?[A-Za-z]")
 _COMMAND = re.compile(r"[a-z][a-z0-9_.-]*")  # a command's name, as a man page's title gives it
 _SENTENCE_END = re.compile(r"(?<=[A-Za-z0-9)\]>][.!?])\s+(?=[A-Z(\"'])")
 _CODE_KINDS = ("code", "command", "option")
@@ -87,11 +88,12 @@ def _entries(passage: Passage) -> Iterable[_Entry]:
     tool = title if _COMMAND.fullmatch(title) else ""
     for match in _ENTRY.finditer(passage.text):
         term = (match.group("term") or match.group("name")).strip()
-        if not _TERM.fullmatch(term):  # a list of sentences or of "Name: description" lines, not an entry
+        text = (match.group("text") or match.group("line")).removeprefix("- ")
+        # not an entry: a list of sentences or of "Name: text" lines, or an undescribed term before the next one
+        if not _TERM.fullmatch(term) or _OPTION_START.match(text) or " " not in text.strip():
             continue
         names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
         if names:
-            text = (match.group("text") or match.group("line")).removeprefix("- ")
             yield _Entry(names, term, first_sentence(text), passage.number, title, tool)
 
 

@@ -117,9 +117,9 @@ def test_first_sentence_stops_at_a_sentence_end_not_at_an_abbreviation_or_a_vers
 def test_lists_of_sentences_or_of_name_and_text_lines_are_not_entries():
     steps = "- Execute ResumeProgram with the node names.\n- Once slurmd responds, start the job."
     fields = "- StoragePort: the port the database listens on.\n- StorageType: the storage mechanism."
-    reports = "- cluster Utilization\n- - Cluster utilization.\n\n- U\n- is the normalized usage."
+    reports = "- cluster Utilization\n- - Cluster utilization.\n\n- U\n- is the normalized usage.\n\n- --wait\n- --wide"
     page = Passage(1, "\n\n".join([steps, fields, reports]), "power.html", "sreport")
-    items = [GroundingItem("sreport cluster Utilization U=1 ResumeProgram=x StoragePort=1", "command", True)]
+    items = [GroundingItem("sreport cluster Utilization U=1 ResumeProgram=x StoragePort=1 --wait", "command", True)]
     defined = defined_options(items, [page])
     assert [(d.name, d.text) for d in defined] == [("Utilization", "Cluster utilization.")]
 
