@@ -11,12 +11,16 @@ append in place (`generation/kv_cache.py`).
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import DynamicCache
 
 from generation.invariant_attention import MAX_ROWS
 from generation.kv_cache import growing_cache
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class CachedLM:

@@ -16,9 +16,9 @@ import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from core.paths import cache_root
 from generation.cached_lm import CachedLM
@@ -38,6 +38,9 @@ from generation.stats import Stats
 from generation.stopping import StopStrings
 from generation.token_filter import TokenFilter, filter_rows
 from generation.verifier import verify
+
+if TYPE_CHECKING:  # transformers' modeling_utils: 128 MB and 3 s to import, which the llama.cpp path never needs
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 SPECULATION_MODES = ("none", "ngram", "model", "hybrid")
 

@@ -18,11 +18,14 @@ switches a model to it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
-from transformers import AttentionInterface, AttentionMaskInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import sdpa_mask
+
+if TYPE_CHECKING:  # modeling_utils and masking_utils (torch._dynamo, sympy) cost ~170 MB and 3 s to import
+    from transformers import PreTrainedModel
 
 NAME = "specrag_invariant"
 MAX_ROWS = 32  # verification passes are at most max_draft + 1 = 17 rows
@@ -61,11 +64,18 @@ def _one_row(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) 
     return torch.bmm(probs, v)
 
 
-AttentionInterface.register(NAME, invariant_attention)
-AttentionMaskInterface.register(NAME, sdpa_mask)
+def register_invariant_attention() -> None:
+    """Make NAME a transformers attention implementation (idempotent). Called where a torch model is
+    built or switched, so a process that runs llama.cpp never imports transformers' modeling_utils."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(NAME, invariant_attention)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
 
 
 def use_invariant_attention(model: PreTrainedModel) -> PreTrainedModel:
+    register_invariant_attention()
     model.config._attn_implementation = NAME
     for module in model.modules():
         if hasattr(module, "config") and hasattr(module.config, "_attn_implementation"):

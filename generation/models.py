@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
@@ -23,6 +24,9 @@ from generation.numeric_path import cached_wide_plan, resolve_path
 from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS
 from generation.quantized import set_int4_wide_rows, set_wide_dtype
 from generation.quantized_model import MLAS
+
+if TYPE_CHECKING:  # modeling_utils: 128 MB and 3 s to import, loaded by the first torch model, not before
+    from transformers import PreTrainedModel
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

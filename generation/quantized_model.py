@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import save_file
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
 from generation.gguf_blocks import GGUFTensors, q4k_groups
 from generation.invariant_attention import NAME as INVARIANT_ATTENTION
+from generation.invariant_attention import register_invariant_attention
 from generation.path_names import MLAS  # the int4 weights on ONNX Runtime's kernels (mlas_linear.py)
 from generation.quantized import HalfEmbedding, Int4Linear, Int8Linear, Q4KEmbedding
+
+if TYPE_CHECKING:  # modeling_utils: 128 MB and 3 s to import; the llama.cpp path imports this module, not it
+    from transformers import PreTrainedModel
 
 QUANT_MODES = ("int4", "int8")
 # A draft model's build: every matrix the int4 kernel can tile goes to int4, re-quantized from the
@@ -74,6 +79,7 @@ def quantize_module_tree(model: PreTrainedModel, mode: str = "int4", skip: tuple
             weight = module.weight.detach().float()
             bias = module.bias.detach() if module.bias is not None else None
             replace_module(model, name, quantized_linear(weight, bias, mode))
+    register_invariant_attention()
     model.config._attn_implementation = INVARIANT_ATTENTION
     for param in model.parameters():  # norms and embeddings stay float (not .float(): it would cast the bf16 scales)
         param.data = param.data.float()
@@ -162,6 +168,7 @@ def _empty_like(kind: str, old: nn.Module, state: dict[str, torch.Tensor], name:
 
 def _empty_model(config: PretrainedConfig) -> PreTrainedModel:
     with torch.device("meta"):
+        register_invariant_attention()
         return AutoModelForCausalLM.from_config(config, attn_implementation=INVARIANT_ATTENTION, dtype=torch.float32)
 
 

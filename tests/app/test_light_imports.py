@@ -1,0 +1,42 @@
+"""`specrag ask` on the llama.cpp path imports no torch model machinery it does not run.
+
+transformers' modeling_utils (accelerate, boto3, SciPy's optimizers; 128 MB resident and 3 s to
+import), its masking_utils (torch._dynamo and sympy) and numba (via bm25s) were loaded by every
+process, though only a torch model uses the first two and nothing here uses numba. Type hints
+import them under TYPE_CHECKING; the int4 path imports them when it builds its first model.
+"""
+
+import subprocess
+import sys
+
+HEAVY = ("transformers.modeling_utils", "torch._dynamo", "sympy", "accelerate", "numba")
+PROBE = f"""
+import sys
+import app.ask, app.cli
+from app.copilot import loading, pipeline
+from retrieval import retriever, query_embedder
+import generation.engine, generation.llamacpp_lm, generation.models, generation.quantized_model
+print(*[name for name in {HEAVY!r} if name in sys.modules])
+"""
+
+
+def test_the_ask_path_loads_no_torch_model_machinery():
+    loaded = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []
+
+
+def test_the_int4_path_still_registers_its_attention_when_it_builds_a_model():
+    probe = """
+import torch
+from transformers import Qwen2Config
+from generation.invariant_attention import NAME
+from generation.quantized_model import quantize_module_tree
+from transformers import AutoModelForCausalLM
+config = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                     num_attention_heads=2, num_key_value_heads=1)
+model = quantize_module_tree(AutoModelForCausalLM.from_config(config), "int8")
+out = model(torch.tensor([[1, 2, 3]])).logits
+print(model.config._attn_implementation == NAME, tuple(out.shape))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "(1,", "3,", "64)"]
