@@ -31,4 +31,4 @@ def uncited_answers_shown(request, monkeypatch):
     from app.copilot import pipeline
     from app.copilot.withhold import CitationGuard
 
-    monkeypatch.setattr(pipeline, "CitationGuard", lambda numbers: CitationGuard([]))
+    monkeypatch.setattr(pipeline, "CitationGuard", lambda numbers, texts=None: CitationGuard([]))

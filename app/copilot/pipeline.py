@@ -20,10 +20,11 @@ from app.copilot import citations as cite
 from app.copilot import gate, loading
 from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences
+from app.copilot.code_spans import prose
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.copied_code import CopiedCode
-from app.copilot.definitions import defined_options
-from app.copilot.events import Event, Final, Passage, Status, Token, Turn
+from app.copilot.definitions import defined_options, first_sentence
+from app.copilot.events import Event, Final, Passage, Recitation, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.options import AnswerOptions, CopilotOptions
@@ -38,7 +39,7 @@ from app.copilot.prompting import (
 from app.copilot.recite import recite
 from app.copilot.repeats import shown_answer
 from app.copilot.subcommands import with_tools
-from app.copilot.withhold import CitationGuard, ContactGuard, withheld_notice
+from app.copilot.withhold import UNCITED, CitationGuard, ContactGuard, quoted_source, withheld_notice
 from core.errors import SpecragError
 from core.memory import release_free_memory
 from core.paths import prefix_store_dir
@@ -332,9 +333,10 @@ class Copilot:
         shown = [shown_text(p) for p in prepared.all_passages]
         # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
         guard = ContactGuard(shown, prepared.question)
-        # nothing streams before the answer cites a passage; one that never does, or writes the prompt's [n]
-        # placeholder as a value, is withheld (withhold.py)
-        cited = CitationGuard([p.number for p in prepared.all_passages] if options.withhold_uncited else [])
+        # nothing streams before the answer cites a passage; one that never does (unless it quotes one passage
+        # throughout: shown citing it), or writes the prompt's [n] placeholder as a value, is withheld (withhold.py)
+        passages = prepared.all_passages
+        cited = CitationGuard([p.number for p in passages] if options.withhold_uncited else [], _texts(passages))
         code = CopiedCode(engine.tokenizer, shown, prepared.question) if options.code_from_sources else None
         text, ids, origins, first_token_s, event = [], [], [], None, None
         stream = engine.generate(prepared.prompt_ids, chunk_ids, config, code)
@@ -376,6 +378,7 @@ class Copilot:
             lambda t: tokenizer.decode(t, skip_special_tokens=True),
             models,
             cited.notice,
+            cited.added,
         )
 
     def generation_config(self, options: AnswerOptions) -> GenerationConfig:
@@ -417,7 +420,13 @@ def final_from_text(question: str, passages: Sequence[Passage], answer: str, fin
     pipeline's checks, without a model: what `app.eval.rescore` scores saved answers with. Provenance is by
     text alone (no drafter origins); `withheld`, a CitationGuard notice the answer was stopped with."""
     prepared = _Prepared(question, [], [], list(passages), [], [], {})
-    return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, withheld)
+    added = quoted_source(answer, _texts(passages)) if withheld == UNCITED else None  # as CitationGuard decides
+    notice = "" if added is not None else withheld
+    return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, notice, added)
+
+
+def _texts(passages: Sequence[Passage]) -> dict[int, str]:
+    return {p.number: p.text for p in passages}
 
 
 def _checked_final(
@@ -430,11 +439,15 @@ def _checked_final(
     decode: Callable[[Sequence[int]], str],
     models: dict[str, Any],
     cited_notice: str = "",
+    added: int | None = None,
 ) -> Final:
-    """The answer's Final: what the user is shown of it, its citations, grounding, quotes and recitations."""
+    """The answer's Final: what the user is shown of it, its citations, grounding, quotes and recitations.
+    `added`: the passage an uncited answer quotes in every sentence, shown opening it (withhold.py)."""
     passages = prepared.all_passages
     citations = cite.build_citations(answer, ids, origins, passages, decode)
     displayed = shown_answer(answer, finish)  # as Final.shown
+    if added is not None:
+        displayed = f"[{added}] {displayed}"
     if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
         citations = cite.of_shown_text(citations, displayed, passages)
     read = [shown_text(p) for p in passages]  # the passages as the model read them
@@ -443,6 +456,8 @@ def _checked_final(
     texts = {p.number: p.text for p in passages}
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
     recited, recitations = recite(displayed, citations.segments, checked, texts)
+    if added is not None:  # said like a moved marker: the front ends note it, the eval counts it
+        recitations = [Recitation((), added, first_sentence(prose(answer))), *recitations]
     if recitations:  # shown citing the sources its sentences quote
         displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
     grounding = attribute(displayed, checked)

@@ -117,6 +117,8 @@ def recitation(recited: Recitation, width: int = 60) -> str:
     """A sentence shown citing the source it quotes instead of the one the model wrote (recite.py)."""
     written = ", ".join(f"[{n}]" for n in recited.written)
     now = f"[{recited.now}]"
+    if not written:  # an uncited answer that quotes one passage throughout (withhold.quoted_source)
+        return f"citation added: {now} (the model cited no source): “{_cut(recited.evidence, width)}” is in {now}"
     return f"citation corrected to {now} (the model wrote {written}): “{_cut(recited.evidence, width)}” is in {now}"
 
 

@@ -25,6 +25,12 @@ had nothing to say and said it in the template's words. With the passages listed
 (session 20) the same question got "is [4], and their pager number is [5]": the source numbers
 written as the values. A marker after a bare "is"/"are"/"was"/"were" that ends the clause
 trips the guard the same way (no other answer of 116 distinct eval answers on record has one).
+An answer that cites nothing but quotes one passage in every sentence did not come from general
+knowledge: `specrag ask "How do I drain a node?"` answered, word for word from the Quick Start
+guide it was shown as [1], "To drain a node, specify a new state of DRAIN, DRAINED, or DRAINING.
+... Return it to service later." without a marker, and was withheld (session 25). Such an answer
+is shown, opened with that passage's marker, and the front ends say the citation was added
+(`quoted_source`, recite.py's note).
 
 While the answer streams, `ContactGuard` shows its text only up to where no contact can
 still be forming (a trailing run of digits and separators, a last word that may be or
@@ -35,10 +41,11 @@ contact in that shown part: the number never reaches the screen, and generation 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
-from app.copilot.code_spans import prose_so_far
+from app.copilot.code_spans import prose, prose_so_far
 from app.copilot.events import GroundingItem
 from app.copilot.specifics import SpecificsChecker
 
@@ -72,6 +79,37 @@ UNCITED = (
     f"{WITHHELD} cited none of its sources, so it is not shown: it may come from general knowledge. "
     "Check the sources listed below."
 )
+
+
+MIN_QUOTE_WORDS = 6  # a sentence quotes a passage with a run this long, or whole
+
+
+def quoted_source(text: str, passage_texts: Mapping[int, str]) -> int | None:
+    """The lowest-numbered passage that every prose sentence of an uncited answer quotes, else None.
+
+    A sentence quotes a passage when the passage holds it whole, its full stop included (whitespace
+    aside, at least three words), or holds a run of MIN_QUOTE_WORDS of its words. Code is left to
+    the grounding check."""
+    sources = {number: " ".join(body.split()) for number, body in passage_texts.items()}
+    said = prose(text)
+    sentences = [" ".join(said[begin:end].split()) for begin, end, _, _ in sentence_spans(said)]
+    sentences = [sentence for sentence in sentences if sentence]
+    if not sentences or not sources:
+        return None
+    holders = set(sources)
+    for sentence in sentences:
+        holders &= {number for number, body in sources.items() if _quotes(sentence, body)}
+        if not holders:
+            return None
+    return min(holders)
+
+
+def _quotes(sentence: str, body: str) -> bool:
+    words = sentence.split()
+    if len(words) >= 3 and sentence in body:  # whole, with its full stop: "Return it to service." is not "... later."
+        return True
+    runs = (" ".join(words[i : i + MIN_QUOTE_WORDS]) for i in range(len(words) - MIN_QUOTE_WORDS + 1))
+    return any(run in body for run in runs)
 
 
 def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
@@ -138,12 +176,14 @@ class CitationGuard:
     one that writes the placeholder the PLACEHOLDER notice (and is not streamed further). With no passages
     there is nothing to cite, and it holds nothing."""
 
-    def __init__(self, numbers: Sequence[int]) -> None:
+    def __init__(self, numbers: Sequence[int], passage_texts: Mapping[int, str] | None = None) -> None:
         self._numbers = set(numbers)
+        self._texts = dict(passage_texts or {})
         self.cited = not self._numbers
         self._text = ""
         self._released = 0
         self.notice = ""  # not '': the answer wrote a marker as a value, or ended without citing any passage
+        self.added: int | None = None  # an uncited answer that quotes this passage throughout: shown citing it
 
     @property
     def tripped(self) -> bool:
@@ -181,8 +221,11 @@ class CitationGuard:
             self.notice = MARKER_AS_VALUE
             return ""
         if not self.cited:
-            self.notice = UNCITED if self._text.strip() else ""
-            return ""
+            self.added = quoted_source(self._text, self._texts) if self._text.strip() else None
+            if self.added is None:
+                self.notice = UNCITED if self._text.strip() else ""
+                return ""
+            return f"[{self.added}] " + self._release(len(self._text))
         return self._release(len(self._text))
 
     def _release(self, end: int) -> str:

@@ -8,8 +8,10 @@ from copilot_fakes import FakeRetriever, script_answer
 
 from app.cli_options import add_answer_args, answer_options
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, collect, loading
-from app.copilot.events import Token
-from app.copilot.withhold import MARKER_AS_VALUE, PLACEHOLDER, UNCITED, WITHHELD, CitationGuard
+from app.copilot.events import Passage, Token
+from app.copilot.pipeline import final_from_text
+from app.copilot.summary import check_notes
+from app.copilot.withhold import MARKER_AS_VALUE, PLACEHOLDER, UNCITED, WITHHELD, CitationGuard, quoted_source
 from app.eval.abstention import abstains
 from app.eval.questions import Question
 from app.eval.runner import abstention_record
@@ -94,6 +96,49 @@ def test_with_no_passages_or_no_answer_nothing_is_held_or_withheld():
     assert feed_all(free, ["No sources ", "here."]) == "No sources here." and not free.notice
     empty = CitationGuard([1])
     assert feed_all(empty, ["", " "]) == "" and not empty.notice
+
+
+GUIDE = (
+    "Administration examples. To drain a node, specify a new state of DRAIN, DRAINED, or DRAINING. "
+    "Slurm sets it to DRAINING or DRAINED. Return it to service later."
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "source"),
+    [
+        ("To drain a node, specify a new state of DRAIN, DRAINED, or DRAINING. Return it to service later.", 2),
+        ("To  drain a node, specify a new state of DRAIN. Slurm sets it to DRAINING or DRAINED.", 2),  # runs, whole
+        ("To drain a node, specify a new state of DRAIN. Then reboot it with kubectl.", None),  # one sentence is not
+        ("Run this:\n```\nscontrol update State=DRAIN\n```\nTo drain a node, specify a new state of DRAIN.", None),
+        ("Return it to service.", None),  # three words whole, but not the source's sentence
+        ("Later.", None),
+    ],
+)
+def test_an_uncited_answer_quoting_one_passage_in_every_sentence_has_a_source(text, source):
+    assert quoted_source(text, {1: "Unrelated text.", 2: GUIDE, 3: GUIDE}) == source  # the lowest that holds it
+
+
+def test_the_guard_shows_such_an_answer_at_the_end_opened_with_that_passages_marker():
+    guard = CitationGuard([1, 2], {1: "Unrelated text.", 2: GUIDE})
+    pieces = [
+        "To drain a node, specify a new state ",
+        "of DRAIN, DRAINED, or DRAINING.",
+        " Return it to service later.",
+    ]
+    assert [guard.feed(piece) for piece in pieces] == ["", "", ""]  # held while it is uncited
+    assert guard.flush() == "[2] " + "".join(pieces) and guard.added == 2 and not guard.notice
+
+
+def test_its_final_shows_the_marker_and_says_the_citation_was_added_and_rescoring_agrees():
+    answer = "To drain a node, specify a new state of DRAIN, DRAINED, or DRAINING. Return it to service later."
+    passages = [Passage(1, "Unrelated text.", "other.md"), Passage(2, GUIDE, "guide.md", "Quick Start")]
+    final = final_from_text("How do I drain a node?", passages, answer, "eos", UNCITED)  # as a saved run recorded it
+    assert not final.withheld and final.shown == "[2] " + answer and final.citations.valid == [2]
+    notes = [text for _, text in check_notes(final, code=lambda text: f"`{text}`")]
+    assert any(note.startswith("citation added: [2] (the model cited no source): “To drain a node") for note in notes)
+    kept = final_from_text("How do I drain a node?", passages, "Run kubectl drain node1.", "eos", UNCITED)
+    assert kept.withheld == UNCITED  # general knowledge stays withheld
 
 
 def copilot_saying(tiny_engine, monkeypatch, answer: str, **options) -> Copilot:
