@@ -6,14 +6,17 @@ used for something it does not do (`--time-min` for a start time, `-M` of scontr
 names a cluster, as a node count, `InactiveLimit` for a per-user job limit; session 24). No
 check can tell that from the text. An operator can, in a second, when the source's own
 definition stands beside the option. So for every option, setting or subcommand of the
-answer's code that a passage defines, this gives the first sentence of that definition.
+answer's code that a passage defines, this gives the first sentence of that definition; then
+for each setting the answer's prose names and each option, setting or code the question names
+(`QOSMaxJobsPerUserLimit`: the definition the answer should have given).
 
 Man pages and configuration references are definition lists, which the HTML reader writes as
 an entry line and its description line (`- -M, --clusters=<string>` then `- The cluster to
-issue commands to. ...`). An entry's names are the words before `=`, `[` or a space of each
-comma-separated form. A token of the answer's code is looked up by those names. A
-one-letter option means something else in every tool. It is explained only from a passage of the
-command's own tool (the page titled by the line's first word), and not at all without one.
+issue commands to. ...`); lists of reason codes are "Name — description" lines. An entry's
+names are the words before `=`, `[` or a space of each comma-separated form; a token of the
+answer's code is looked up by those names. A one-letter option means something else in every
+tool: it is explained only from a passage of the command's own tool (the page titled by the
+line's first word), and not at all without one.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ _CODE_KINDS = ("code", "command", "option")
 # QOSMaxJobsPerUserLimit) or an underscore (OUT_OF_MEMORY), not an acronym (ID, CPU); the question may also name a
 # code of four capitals or more (DRAIN). Either counts only where an entry of the sources is headed by that name.
 _SETTING = re.compile(r"(?<![\w-])(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z_])[A-Za-z]\w*(?![\w-])")
-_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
+_STATE_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ def defined_options(
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
     used.append(("", _SETTING.findall(prose(answer))))
-    used.append(("", [*options(question), *_SETTING.findall(question), *_CODE.findall(question)]))
+    used.append(("", [*options(question), *_SETTING.findall(question), *_STATE_CODE.findall(question)]))
     shown: dict[str, Definition] = {}
     for tool, names in used:
         for name in names:
