@@ -297,8 +297,17 @@ def source_row(source: dict[str, Any], path: str) -> str:
         f'<details class="sr-source"><summary><span class="prov prov-c{n % PALETTE}">[{n}]</span> '
         f'<b>{title}</b>{heading} <span class="sr-path" title="{html.escape(source["path"])}">'
         f"{html.escape(path)}{score}</span>{badge}"
-        f'</summary><pre class="sr-chunk">{html.escape(source.get("text", ""))}</pre></details>'
+        f'</summary><pre class="sr-chunk">{pre_text(source.get("text", ""))}</pre></details>'
     )
+
+
+def pre_text(text: str) -> str:
+    """`text` for a <pre> inside the chat's markdown: escaped, its line breaks as `&#10;`.
+
+    A blank line ends an HTML block in markdown: a chunk with one (a man page's definition list,
+    whose entries the reader separates by blank lines since session 24) broke out of its
+    <details>, and the chat lost a source row below it. In a <pre> the entity still breaks the line."""
+    return html.escape(text).replace("\n", "&#10;")
 
 
 def stats_html(final: Final) -> str:

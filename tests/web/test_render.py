@@ -104,3 +104,15 @@ def test_a_copy_that_ends_a_code_line_gets_its_mark_on_that_line_not_before_the_
     html = render.provenance_html(segments, SOURCES)
     code = '<code class="sr-prov-code">scontrol update State=DRAIN</code>'
     assert f'{code}<sup class="prov-n">3</sup></span><code class="sr-prov-code"><br></code>Done.' in html
+
+
+def test_a_source_whose_text_has_blank_lines_stays_inside_its_row():
+    from app.copilot.events import Passage
+    from app.copilot.pipeline import final_from_text
+
+    entries = "- SlurmctldDebug\n- The level of detail.\n\n- SlurmctldSyslogDebug\n- Events to <syslog>."
+    passages = [Passage(n, entries, "/x/slurm.conf.html", "slurm.conf", "PARAMETERS", 0.04) for n in (1, 2, 3)]
+    shown = render.details_html(final_from_text("q?", passages, "[2] The level of detail.", "eos"))
+    assert "\n\n" not in shown  # a blank line would end the HTML block: the markdown after it loses the rows
+    assert shown.count('<details class="sr-source">') == 3 and shown.count("</details>") == 3
+    assert "- The level of detail.&#10;&#10;- SlurmctldSyslogDebug&#10;- Events to &lt;syslog&gt;." in shown
