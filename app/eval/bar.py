@@ -71,6 +71,11 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         + (f" ({(quotes - misquoted) / quotes:.2f})" if quotes else ""),
         # sentences shown citing the source they quote, not the model's [n] (counted as held above)
         "citations_corrected": recited,
+        # answers shown with what their sources say the options they use mean (definitions.py)
+        # (of the answers recording them: rows written before session 25 have none)
+        "answers_with_definitions": _share(
+            [bool(r["answer"]["definitions"]) for r in speaking if "definitions" in r["answer"]]
+        ),
         "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
         "mrr": _mean([_metric(r, "mrr") for r in answerable]),
     }

@@ -59,6 +59,14 @@ def test_corrected_citations_are_counted_where_rows_record_them():
     assert by_split([old])["dev"]["citations_corrected"] == 0
 
 
+def test_answers_shown_with_definitions_are_counted_where_rows_record_them():
+    defined, bare, old = row("q1", cited=[1]), row("q2", cited=[1]), row("q4", cited=[1])
+    defined["answer"]["definitions"] = [["--time-min", 1, "Set a minimum time limit on the job allocation."]]
+    bare["answer"]["definitions"] = []
+    assert by_split([defined, bare, old])["dev"]["answers_with_definitions"] == "1/2 (0.50)"  # q4 predates them
+    assert by_split([old])["dev"]["answers_with_definitions"] is None
+
+
 def test_assembled_commands_are_counted_where_rows_record_them():
     new = row("q1", cited=[1], kinds={"code": {"items": 2, "found": 2}})
     new["answer"]["grounding"]["assembled"] = [["sdiag backfill", [1]]]
