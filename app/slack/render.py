@@ -123,8 +123,9 @@ def footer(final: Final, markdown: bool = False) -> str:
         lines.append(f"{source['number']}. {title}{heading} — {code}{escape(paths[source['number']])}{code}")
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")
-    for level, text in check_notes(final, code=lambda text: f"{code}{escape(text)}{code}"):
-        lines.append(f":warning: {text}" if level == "warning" else text)
+    # escaped whole: besides code, a note quotes the answer and the sources (a definition's "<job(.step)>")
+    for level, text in check_notes(final, code=lambda text: f"{code}{text}{code}"):
+        lines.append(f":warning: {escape(text)}" if level == "warning" else escape(text))
     lines.append(f"_{stats_line(final)}_")
     return "\n".join(lines)
 

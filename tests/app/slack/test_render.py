@@ -136,3 +136,15 @@ def test_feedback_buttons_and_queue_notice():
         ("specrag_feedback_down", "C1:1.0"),
     ]
     assert "#2 in the queue" in render.queue_notice(2) and render.queue_notice(1).startswith(render.NOTICE_PREFIX)
+
+
+def test_the_footers_notes_escape_what_they_quote_from_the_sources_once():
+    from app.copilot.events import Passage
+    from app.copilot.pipeline import final_from_text
+
+    entry = "- -j, --jobs\n- Format is <job(.step)>. Stat this job step or a list of steps."
+    sstat = Passage(1, entry, "s.html", "sstat")
+    final = final_from_text("Which steps run?", [sstat], "[1] Run `sstat -j <job_id>` & wait.", "eos")
+    footer = render.footer(final)
+    assert "`-j`, as [1] (sstat) defines it: “Format is &lt;job(.step)&gt;. Stat this job step" in footer
+    assert "<job" not in footer and "&amp;lt;" not in footer  # Slack's control characters escaped, and only once
