@@ -446,6 +446,7 @@ def _checked_final(
     passages = prepared.all_passages
     citations = cite.build_citations(answer, ids, origins, passages, decode)
     displayed = shown_answer(answer, finish)  # as Final.shown
+    written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
     if added is not None:
         displayed = f"[{added}] {displayed}"
     if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
@@ -454,7 +455,6 @@ def _checked_final(
     numbers = [p.number for p in passages]
     checked = with_tools(check_grounding(answer, read, prepared.question, numbers), passages, answer)
     texts = {p.number: p.text for p in passages}
-    written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
     recited, recitations = recite(displayed, citations.segments, checked, texts)
     if added is not None:  # said like a moved marker: the front ends note it, the eval counts it
         recitations = [Recitation((), added, first_sentence(prose(answer))), *recitations]

@@ -47,6 +47,7 @@ from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import prose, prose_so_far
 from app.copilot.events import GroundingItem
+from app.copilot.recite import MIN_RECITE_WORDS
 from app.copilot.specifics import SpecificsChecker
 
 WITHHELD_KINDS = {"phone": "a phone number", "email": "an email address", "version": "a version or address"}
@@ -81,14 +82,11 @@ UNCITED = (
 )
 
 
-MIN_QUOTE_WORDS = 6  # a sentence quotes a passage with a run this long, or whole
-
-
 def quoted_source(text: str, passage_texts: Mapping[int, str]) -> int | None:
     """The lowest-numbered passage that every prose sentence of an uncited answer quotes, else None.
 
     A sentence quotes a passage when the passage holds it whole, its full stop included (whitespace
-    aside, at least three words), or holds a run of MIN_QUOTE_WORDS of its words. Code is left to
+    aside, at least three words), or holds a run of MIN_RECITE_WORDS of its words. Code is left to
     the grounding check."""
     sources = {number: " ".join(body.split()) for number, body in passage_texts.items()}
     said = prose(text)
@@ -108,7 +106,7 @@ def _quotes(sentence: str, body: str) -> bool:
     words = sentence.split()
     if len(words) >= 3 and sentence in body:  # whole, with its full stop: "Return it to service." is not "... later."
         return True
-    runs = (" ".join(words[i : i + MIN_QUOTE_WORDS]) for i in range(len(words) - MIN_QUOTE_WORDS + 1))
+    runs = (" ".join(words[i : i + MIN_RECITE_WORDS]) for i in range(len(words) - MIN_RECITE_WORDS + 1))
     return any(run in body for run in runs)
 
 

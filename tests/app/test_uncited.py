@@ -135,6 +135,7 @@ def test_its_final_shows_the_marker_and_says_the_citation_was_added_and_rescorin
     passages = [Passage(1, "Unrelated text.", "other.md"), Passage(2, GUIDE, "guide.md", "Quick Start")]
     final = final_from_text("How do I drain a node?", passages, answer, "eos", UNCITED)  # as a saved run recorded it
     assert not final.withheld and final.shown == "[2] " + answer and final.citations.valid == [2]
+    assert final.turn.answer == answer  # a follow-up goes on with the model's own text, which its KV cache holds
     notes = [text for _, text in check_notes(final, code=lambda text: f"`{text}`")]
     assert any(note.startswith("citation added: [2] (the model cited no source): “To drain a node") for note in notes)
     kept = final_from_text("How do I drain a node?", passages, "Run kubectl drain node1.", "eos", UNCITED)
