@@ -5,8 +5,9 @@ A turn shows as two assistant messages under the user's question (and an error, 
   from the first second what is happening: searching, reading N passages, prefilling;
 - the answer text (markdown, exactly as the model wrote it), growing as tokens stream, and
   below it once done the details (HTML): provenance (the answer again, with each span copied verbatim from a
-  source marked with that source's number, and a legend), grounding warnings, the
-  sources (title, heading, path, score; chunk text on expand) and the stats line.
+  source marked with that source's number, and a legend), grounding warnings, what the
+  sources say the answer's options mean, the sources (title, heading, path, score; chunk
+  text on expand) and the stats line.
 Messages are plain dicts ({"role", "content", "metadata"}), the format gr.Chatbot takes.
 """
 
@@ -264,7 +265,8 @@ def grounding_html(
 
 
 def definitions_html(definitions: Sequence[Definition]) -> str:
-    """What the sources say the answer's options do: a real option used for the wrong purpose shows here."""
+    """What the sources say the answer's options and terms mean: a real option used for the wrong purpose
+    shows here (definitions.py)."""
     if not definitions:
         return ""
     rows = "".join(f"<li>{definition(defined, _code_html, inert_html)}</li>" for defined in definitions)
