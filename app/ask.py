@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
             render(Status("searching", SEARCHING))
         passages, _ = copilot.retrieve_for(args.question, (), options.answer.passages)
         copilot.release_index()  # peak RSS -60 MB here (2.02 -> 1.96 GB, 1.80x the GGUF)
+    copilot.fit_context(args.question, passages)  # the context for this prompt, not the worst case (options.py)
     events = copilot.answer(args.question, passages=passages)
     final = collect(events, None if args.json else render)
     if args.json:

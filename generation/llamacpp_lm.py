@@ -31,6 +31,7 @@ import contextlib
 import ctypes
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -94,28 +95,15 @@ class LlamaCppLM:
                 f"llama.cpp could not load {gguf} ({llamacpp_log.why_failed() or 'no reason given'}): "
                 "check that it is a complete GGUF model file"
             )
-        ctx_params = bindings.llama_context_default_params()
-        ctx_params.n_ctx = n_ctx
-        ctx_params.n_batch = ctx_params.n_ubatch = BATCH
-        ctx_params.n_outputs_max = OUTPUTS
-        ctx_params.n_threads = ctx_params.n_threads_batch = threads
-        ctx_params.flash_attn_type = FLASH_ATTN_ENABLED
-        ctx_params.type_k = ctx_params.type_v = GGML_TYPE_BF16 if row_invariant else GGML_TYPE_F16
-        ctx_params.no_perf = True
-        self._ctx = bindings.llama_init_from_model(self._model, ctx_params)
-        if not self._ctx:
-            bindings.llama_model_free(self._model)
-            raise ModelError(
-                f"llama.cpp could not make a context of {n_ctx} tokens for {gguf} "
-                f"({llamacpp_log.why_failed() or 'no reason given'}): free some memory or pass a shorter context"
-            )
-        self._memory = bindings.llama_get_memory(self._ctx)
+        self.path, self.threads, self.row_invariant = Path(gguf), threads, row_invariant
         vocab = bindings.llama_model_get_vocab(self._model)
         self.vocab_size = bindings.llama_vocab_n_tokens(vocab)
         eos = {bindings.llama_vocab_eos(vocab), bindings.llama_vocab_eot(vocab)} - {-1}
         self.generation_config = EosConfig(sorted(eos))
-        self.config = LlamaCppConfig(self.vocab_size, bindings.llama_n_ctx(self._ctx), str(gguf))
-        self.path, self.threads, self.row_invariant = Path(gguf), threads, row_invariant
+        # the context (KV cache and compute buffers) is made on first use: `specrag ask` sizes it to its
+        # prompt first (resize_context), so it is never allocated for the worst case while the index is open
+        self._ctx = self._memory = None
+        self.config = LlamaCppConfig(self.vocab_size, n_ctx, str(self.path))
         self.max_pass_rows = MAX_ROWS if row_invariant else 1  # the widest pass whose rows equal one-row passes
         self._batch = bindings.llama_batch_init(BATCH, 0, 1)
         self.tokens: list[int] = []  # what the KV cache holds, in order
@@ -150,9 +138,9 @@ class LlamaCppLM:
 
     def state_bytes(self) -> memoryview:
         """The KV cache of the sequence, as llama.cpp serialises it (a view of the one copy taken)."""
-        size = self._b.llama_state_seq_get_size(self._ctx, 0)
+        size = self._b.llama_state_seq_get_size(self._context, 0)
         buffer = (ctypes.c_ubyte * size)()
-        if self._b.llama_state_seq_get_data(self._ctx, buffer, size, 0) != size:
+        if self._b.llama_state_seq_get_data(self._context, buffer, size, 0) != size:
             raise SpecragError("llama.cpp could not copy out its KV cache")
         return memoryview(buffer).cast("B")
 
@@ -161,7 +149,7 @@ class LlamaCppLM:
         place); False (and an empty cache) if refused."""
         self.reset()
         buffer = (ctypes.c_ubyte * len(payload)).from_buffer(payload)
-        if self._b.llama_state_seq_set_data(self._ctx, buffer, len(payload), 0) != len(payload):
+        if self._b.llama_state_seq_set_data(self._context, buffer, len(payload), 0) != len(payload):
             self.reset()
             return False
         self.tokens, self.reused = list(token_ids), len(token_ids)  # loaded: nothing was computed
@@ -197,7 +185,7 @@ class LlamaCppLM:
             batch.logits[i] = True
         batch.n_tokens = len(chunk)
         llamacpp_log.recent_errors.clear()
-        status = self._b.llama_decode(self._ctx, batch)
+        status = self._b.llama_decode(self._context, batch)
         if status != 0:
             self.crop(base)  # a failed batch may have left part of itself cached
             why = llamacpp_log.why_failed() or "no reason given"
@@ -205,7 +193,7 @@ class LlamaCppLM:
         self.tokens.extend(chunk)
         if not wanted:
             return np.empty((0, self.vocab_size), dtype=np.float32)
-        pointer = ctypes.cast(self._b.llama_get_logits(self._ctx), ctypes.POINTER(ctypes.c_float))
+        pointer = ctypes.cast(self._b.llama_get_logits(self._context), ctypes.POINTER(ctypes.c_float))
         return np.ctypeslib.as_array(pointer, (len(wanted), self.vocab_size)).copy()
 
     def prefill(self, token_ids: list[int]) -> torch.Tensor | None:
@@ -245,17 +233,61 @@ class LlamaCppLM:
                 raise SpecragError("llama.cpp could not crop its KV cache")
             del self.tokens[length:]
 
+    @property
+    def _context(self) -> Any:
+        """The llama.cpp context, made at the configured size on first use."""
+        if self._ctx is None:
+            self._make_context(self.config.max_position_embeddings)
+        return self._ctx
+
+    def _make_context(self, n_ctx: int) -> None:
+        b = self._b
+        ctx_params = b.llama_context_default_params()
+        ctx_params.n_ctx = n_ctx
+        ctx_params.n_batch = ctx_params.n_ubatch = BATCH
+        ctx_params.n_outputs_max = OUTPUTS
+        ctx_params.n_threads = ctx_params.n_threads_batch = self.threads
+        ctx_params.flash_attn_type = FLASH_ATTN_ENABLED
+        ctx_params.type_k = ctx_params.type_v = GGML_TYPE_BF16 if self.row_invariant else GGML_TYPE_F16
+        ctx_params.no_perf = True
+        self._ctx = b.llama_init_from_model(self._model, ctx_params)
+        if not self._ctx:
+            raise ModelError(
+                f"llama.cpp could not make a context of {n_ctx} tokens for {self.path} "
+                f"({llamacpp_log.why_failed() or 'no reason given'}): free some memory or pass a shorter context"
+            )
+        self._memory = b.llama_get_memory(self._ctx)
+        self.config = LlamaCppConfig(self.vocab_size, b.llama_n_ctx(self._ctx), str(self.path))
+
+    def shrink_context(self, n_ctx: int) -> bool:
+        """Make the context hold only `n_ctx` positions, while it holds nothing yet; True if it shrank.
+
+        `specrag ask` sizes its context before it knows its passages (the worst case, 4,096 positions
+        for 6); once they are known, a prompt of 1,700 tokens needs 2,048, and the KV cache and compute
+        buffers of the rest are never used. Before first use only the planned size changes; a made,
+        empty context is made again; one that holds tokens is left alone (its cache would be lost)."""
+        if self.tokens or n_ctx >= self.config.max_position_embeddings:
+            return False
+        if self._ctx is not None:
+            self._b.llama_free(self._ctx)
+            self._ctx = self._memory = None
+        self.config = LlamaCppConfig(self.vocab_size, n_ctx, str(self.path))
+        self._snapshot = None
+        return True
+
     def reset(self) -> None:
-        self._b.llama_memory_clear(self._memory, True)
+        if self._ctx is not None:  # not made yet: nothing is cached
+            self._b.llama_memory_clear(self._memory, True)
         self.tokens = []
         self._snapshot = None
 
     def close(self) -> None:
-        if getattr(self, "_ctx", None):
+        if getattr(self, "_model", None):
             self._b.llama_batch_free(self._batch)
-            self._b.llama_free(self._ctx)
+            if self._ctx is not None:
+                self._b.llama_free(self._ctx)
             self._b.llama_model_free(self._model)
-            self._ctx = None
+            self._ctx = self._memory = self._model = None
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # at interpreter exit the bindings may be gone already

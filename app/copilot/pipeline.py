@@ -162,6 +162,17 @@ class Copilot:
                 self._released_embedding_model = None
             return self._retriever
 
+    def fit_context(self, question: str, passages: Sequence[Passage], options: AnswerOptions | None = None) -> bool:
+        """Shrink the target's still-empty context to this one question's prompt and answer (`specrag ask`,
+        which sized it for the worst case before its passages were known); True if it shrank. Only the
+        llama.cpp runner can; its KV cache and compute buffers are allocated for every position."""
+        options = options or self.options.answer
+        shrink = getattr(self.engine.target, "shrink_context", None)
+        if shrink is None:
+            return False
+        prompt = self._prepare(question, [], list(passages), options, False).prompt_ids
+        return shrink(-(-(len(prompt) + options.max_new_tokens) // CONTEXT_STEP) * CONTEXT_STEP)
+
     def release_index(self) -> None:
         """Let go of the index and its embedding model, and hand their memory back: a one-shot `ask` needs
         neither once its passages are found, and no longer holds them while the prompt is prefilled. The
@@ -413,6 +424,9 @@ class Copilot:
             "copied_share": round(copied / len(origins), 4) if origins else 0.0,
             "elapsed_s": round(time.perf_counter() - started, 4),
         }
+
+
+CONTEXT_STEP = 256  # llama.cpp sizes a KV cache in steps of 256 cells
 
 
 def final_from_text(question: str, passages: Sequence[Passage], answer: str, finish: str, withheld: str = "") -> Final:

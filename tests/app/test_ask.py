@@ -132,3 +132,33 @@ def test_the_llamacpp_loader_never_exceeds_its_conversation_context(monkeypatch,
     for context in (None, 4096, 100_000):
         models.load_llamacpp_models("t", None, row_invariant=False, context=context)
     assert sizes == [models.LLAMACPP_CONTEXT, 4096, models.LLAMACPP_CONTEXT]
+
+
+def test_ask_fits_the_llama_context_to_its_prompt_once_the_passages_are_known(
+    tiny_engine, capsys, context_file, monkeypatch
+):
+    from app.copilot import pipeline
+
+    asked: list[int] = []
+    real_fit = pipeline.Copilot.fit_context
+
+    def fit(self, question, passages, options=None):  # records the prompt the runner would be sized to
+        asked.append(len(self._prepare(question, [], list(passages), self.options.answer, False).prompt_ids))
+        return real_fit(self, question, passages, options)
+
+    monkeypatch.setattr(pipeline.Copilot, "fit_context", fit)
+    record = ask_json(capsys, "How do I drain a node?", "--context-file", str(context_file))
+    assert asked == [len(record["prompt_token_ids"])]  # sized from the very prompt the answer was given
+
+
+def test_fit_context_rounds_prompt_and_answer_up_to_whole_kv_steps(tiny_engine):
+    from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
+    from app.copilot.events import Passage
+
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(max_new_tokens=100)))
+    assert not copilot.fit_context("How?", [Passage(1, "Drain it.", "a.md")])  # a torch model: nothing to shrink
+    sizes: list[int] = []
+    copilot.engine.target.shrink_context = lambda n: sizes.append(n) or True  # as LlamaCppLM's
+    prompt = copilot._prepare("How?", [], [Passage(1, "Drain it.", "a.md")], copilot.options.answer, False)
+    assert copilot.fit_context("How?", [Passage(1, "Drain it.", "a.md")])
+    assert sizes == [-(-(len(prompt.prompt_ids) + 100) // 256) * 256]

@@ -11,7 +11,7 @@ from exactness import assert_greedy_speculation_matches_plain
 from tiny_gguf import write_tiny_gguf
 
 from generation.engine import Engine, GenerationConfig
-from generation.errors import ModelError
+from generation.errors import ModelError, SpecragError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
 
 
@@ -57,6 +57,19 @@ def test_prefill_keeps_the_common_prefix_with_the_last_prompt_and_crop_rolls_bac
     assert lm.length == 250 and torch.equal(lm.extend([7, 8, 9]), before)
     with pytest.raises(ValueError, match="cannot crop"):
         lm.crop(400)
+
+
+def test_an_empty_context_shrinks_to_what_a_prompt_needs_and_computes_the_same_logits(gguf_files):
+    lm, fresh = LlamaCppLM(gguf_files[0], n_ctx=2048), LlamaCppLM(gguf_files[0], n_ctx=512)
+    assert lm.shrink_context(512) and lm.config.max_position_embeddings == 512
+    prompt = tokens(300, 5)
+    assert torch.equal(lm.prefill(prompt), fresh.prefill(prompt))
+    assert torch.equal(lm.extend([7, 8]), fresh.extend([7, 8]))
+    assert not lm.shrink_context(256) and lm.config.max_position_embeddings == 512  # it holds tokens: left alone
+    lm.reset()
+    assert not lm.shrink_context(1024)  # never grows
+    with pytest.raises(SpecragError, match="more than the 512 of this model's context"):
+        lm.extend(tokens(600, 6))  # the smaller context is enforced
 
 
 def test_a_conversation_longer_than_the_context_is_refused_with_what_to_do(gguf_files):
