@@ -293,10 +293,10 @@ class _Decoding:
         base = target.length
         started = time.perf_counter()
         logits = target.extend([self.context[-1], *draft.tokens])
+        greedy = self.config.sampling.greedy
         if self.token_filter is not None:
             answer = self.context[self.prompt_length :]
-            logits = filter_rows(self.token_filter, answer, draft.tokens, logits, self.config.sampling.greedy)
-        greedy = self.config.sampling.greedy
+            logits = filter_rows(self.token_filter, answer, draft.tokens, logits, greedy)
         # greedy verification only takes each row's argmax: the logits' is the one-hot rows' (no 150k-wide copy)
         probs = logits if greedy else logits_to_probs(logits, self.config.sampling)
         tokens = verify(probs, draft.tokens, draft.probs, self.generator, greedy)

@@ -101,7 +101,7 @@ class LlamaCppLM:
         eos = {bindings.llama_vocab_eos(vocab), bindings.llama_vocab_eot(vocab)} - {-1}
         self.generation_config = EosConfig(sorted(eos))
         # the context (KV cache and compute buffers) is made on first use: `specrag ask` sizes it to its
-        # prompt first (resize_context), so it is never allocated for the worst case while the index is open
+        # prompt first (shrink_context), so it is never allocated for the worst case while the index is open
         self._ctx = self._memory = None
         self.config = LlamaCppConfig(self.vocab_size, n_ctx, str(self.path))
         self.max_pass_rows = MAX_ROWS if row_invariant else 1  # the widest pass whose rows equal one-row passes

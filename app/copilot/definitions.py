@@ -33,8 +33,7 @@ MAX_CHARS = 160  # a definition's first sentence is cut here
 
 # a definition list's entry line and description line, or a one-line "Name — description" (reason codes)
 _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-Za-z][\w.-]*) — (?P<line>[^\n]+)", re.M)
-_NAME = re.compile(r"^(?:--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*)")  # up to '=', '[', '<', a space or a comma
-_TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")
+_TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")  # an option or a name: up to '=', '[', '<', a space or ',
 _SHORT = re.compile(r"-[A-Za-z]")
 _BARE = re.compile(r"[A-Za-z][\w-]*")
 # an entry's term: up to four words, no sentence ("Execute ResumeProgram with ... names.") and no "Name: text" line
@@ -108,7 +107,7 @@ def _names_of(form: str) -> list[str]:
     words = form.split()
     if len(words) > 1 and all(_BARE.fullmatch(word) for word in words):
         return [word for word in words if not word.islower()]
-    name = _NAME.match(form)
+    name = _TOKEN.match(form)
     return [name.group(0)] if name else []
 
 

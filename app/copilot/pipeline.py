@@ -468,7 +468,7 @@ def _checked_final(
     read = [shown_text(p) for p in passages]  # the passages as the model read them
     numbers = [p.number for p in passages]
     checked = with_tools(check_grounding(answer, read, prepared.question, numbers), passages, answer)
-    texts = {p.number: p.text for p in passages}
+    texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)
     if added is not None:  # said like a moved marker: the front ends note it, the eval counts it
         recitations = [Recitation((), added, first_sentence(prose(answer))), *recitations]

@@ -219,7 +219,7 @@ class CitationGuard:
             self.notice = MARKER_AS_VALUE
             return ""
         if not self.cited:
-            self.added = quoted_source(self._text, self._texts) if self._text.strip() else None
+            self.added = quoted_source(self._text, self._texts)  # None for an empty answer: it has no sentence
             if self.added is None:
                 self.notice = UNCITED if self._text.strip() else ""
                 return ""
