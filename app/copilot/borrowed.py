@@ -7,23 +7,32 @@ closely, and now and then carries its topic over: asked how to hold a Slurm job,
 while no source and not the question spoke of backups. The grounding check cannot see this:
 the sentence holds no command, and its words are plain English.
 
-So when neither the question nor any passage touches the example's topic (`EXAMPLE_TOPIC`,
-by word stem: "backups", "restored"), a sentence of the answer that names it is reported, and
-the front ends warn that it comes from the prompt's example, not from the sources. A question
-about backups ("roll back a database to yesterday's backup") may well be answered in the
-example's words, so then nothing is reported.
+So a sentence of the answer is reported, and the front ends warn that it comes from the
+prompt's example, not from the sources, when
+- it names the example's topic (`EXAMPLE_TOPIC`, by word stem: "backups", "restored") and
+  neither the question nor any passage touches that topic. A question about backups ("roll back
+  a database to yesterday's backup") may well be answered in the example's words;
+- or it copies a run of `EXAMPLE_RUN` words from the example that no passage, the question or
+  the prompt's instructions hold. Asked to run one script on 500 files, an answer ended "...
+  in the `input` directory: backups run nightly at 01:00 [2]." (session 26). The topic caught
+  it there, but Slurm's pages speak of backup controllers: had one been among the passages,
+  the topic would have been no evidence and the sentence would have gone unreported.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from functools import cache
 
 from app.copilot.attribution import sentence_spans
+from app.copilot.markers import MARKER_GROUP
 
 # What only the worked example is about: a test holds each to occur in the demonstration
 EXAMPLE_TOPIC = ("backup", "snapshot", "restore", "nightly", "vendor", "bkp")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+EXAMPLE_RUN = 5  # words in a row: "backups run nightly at 01:00" is six ("01", "00")
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
 
 
 def _stems(text: str) -> set[str]:
@@ -33,17 +42,64 @@ def _stems(text: str) -> set[str]:
 
 
 def borrowed_sentences(answer: str, passages: Sequence[str], question: str) -> list[tuple[str, str]]:
-    """(sentence, topic word) for each sentence of `answer` that names the example's topic, when neither
-    `question` nor any of `passages` does."""
+    """(sentence, what it took) for each prose sentence of `answer` that names the example's topic when neither
+    `question` nor any of `passages` does (what: the topic word), or that copies a run of the example's words
+    no passage, the question or the instructions hold (what: the run, as the answer writes it)."""
     topic = {next(iter(_stems(word))): word for word in EXAMPLE_TOPIC}  # stem -> the word
     if topic.keys() & set().union(_stems(question), *(_stems(p) for p in passages)):
-        return []
+        topic = {}  # brought up by the user or a source: the topic is no evidence
+    elsewhere = set().union(*(_runs(_words(text)) for text in (*passages, question)))
     found = []
     for begin, end, _, fenced in sentence_spans(answer):
         if fenced:
             continue
         sentence = answer[begin:end].strip()
         named = sorted(topic.keys() & _stems(sentence))
-        if named:
-            found.append((sentence, topic[named[0]]))
+        copied = named or _copied_run(sentence, elsewhere)
+        if copied:
+            found.append((sentence, topic[named[0]] if named else copied))
     return found
+
+
+def _copied_run(sentence: str, elsewhere: set[tuple[str, ...]]) -> str:
+    """The longest stretch of `sentence` made of runs of the example's own words held nowhere else, '' if none."""
+    tokens = list(_tokens(MARKER_GROUP.sub(lambda m: " " * len(m.group()), sentence)))
+    words = [word for word, _, _ in tokens]
+    own = _example_runs()
+    hits = [i for i, run in enumerate(_windows(words)) if run in own and run not in elsewhere]
+    if not hits:
+        return ""
+    stretches = []  # overlapping runs joined: (first run, last run)
+    for i in hits:
+        if stretches and i == stretches[-1][1] + 1:
+            stretches[-1] = (stretches[-1][0], i)
+        else:
+            stretches.append((i, i))
+    first, last = max(stretches, key=lambda pair: pair[1] - pair[0])
+    return sentence[tokens[first][1] : tokens[last + EXAMPLE_RUN - 1][2]]
+
+
+@cache
+def _example_runs() -> frozenset[tuple[str, ...]]:
+    """Runs of words of the worked example (its sources and answers) that the instructions do not hold."""
+    from app.copilot.prompting import DEMONSTRATION, REMINDER, SYSTEM_PROMPT  # prompting imports the runner
+
+    example = _runs([w for message in DEMONSTRATION for w in _words(message["content"])])
+    return frozenset(example - _runs(_words(SYSTEM_PROMPT + "\n" + REMINDER)))
+
+
+def _tokens(text: str) -> Iterator[tuple[str, int, int]]:
+    for match in _TOKEN.finditer(text):
+        yield match.group().lower(), match.start(), match.end()
+
+
+def _words(text: str) -> list[str]:
+    return [word for word, _, _ in _tokens(text)]
+
+
+def _windows(words: list[str]) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + EXAMPLE_RUN]) for i in range(len(words) - EXAMPLE_RUN + 1)]
+
+
+def _runs(words: list[str]) -> set[tuple[str, ...]]:
+    return set(_windows(words))

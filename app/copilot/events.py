@@ -175,7 +175,7 @@ class Final:
     quotes: list[Quote] = field(default_factory=list)  # prose quotes in sentences that cite a source
     recitations: list[Recitation] = field(default_factory=list)  # sentences shown citing the source they quote
     recited: str = ""  # not '': the shown answer with those sentences' markers moved (recite.py)
-    # (sentence, topic word): sentences speaking of the prompt's worked example, which no source does (borrowed.py)
+    # (sentence, topic word or copied run): sentences taken from the prompt's worked example (borrowed.py)
     borrowed: list[tuple[str, str]] = field(default_factory=list)
     # what the sources say the options and settings of the answer's code do (definitions.py)
     definitions: list[Definition] = field(default_factory=list)

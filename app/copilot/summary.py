@@ -106,7 +106,12 @@ def run_under_tool(item: GroundingItem, code: Callable[[str], str]) -> str:
 
 
 def borrowed(sentence: str, word: str, width: int = 60) -> str:
-    """A sentence that took its topic from the prompt's worked example, not from the sources (borrowed.py)."""
+    """A sentence that took its topic, or a run of its words, from the prompt's worked example, not from the
+    sources (borrowed.py): `word` is the topic word or the run."""
+    if " " in word:
+        return (
+            f"“{_cut(sentence, width)}” repeats “{word}” from the prompt's worked example: it is not from the sources"
+        )
     return (
         f"“{_cut(sentence, width)}” speaks of “{word}”, which only the prompt's worked example does: "
         "it is not from the sources"

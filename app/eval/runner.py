@@ -124,7 +124,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "without_tool": [[item.text, item.tool] for item in final.without_tool],
             # found items no source writes as such, put together from one source's words (grounding.py)
             "assembled": [[item.text, list(item.built_from)] for item in final.assembled],
-            # sentences speaking of the prompt's worked example (backups), which no source does (borrowed.py)
+            # sentences taken from the prompt's worked example (its topic or its words), not the sources (borrowed.py)
             "borrowed": [list(pair) for pair in final.borrowed],
         },
         # what the passages say the options of the answer's code do, as the front ends show it (definitions.py)

@@ -5,7 +5,7 @@ import json
 from app.copilot.borrowed import EXAMPLE_TOPIC, _stems, borrowed_sentences
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
-from app.copilot.prompting import DEMONSTRATION
+from app.copilot.prompting import DEMONSTRATION, SYSTEM_PROMPT
 from app.copilot.summary import check_notes
 from app.web.render import grounding_html
 
@@ -39,3 +39,35 @@ def test_the_front_ends_warn_of_it_and_a_withheld_answer_shows_nothing_of_it():
     assert "only the prompt&#x27;s worked example does" in grounding_html(final.grounding, (), (), (), final.borrowed)
     uncited = final_from_text(QUESTION, [FAQ], SEEN.replace("[1]", ""), "eos", withheld="withheld: cited nothing")
     assert uncited.withheld and uncited.borrowed == []
+
+
+ARRAY_QUESTION = "I have 500 input files and want to run the same script on each one. How?"
+ARRAYS = Passage(1, "A job array runs one script many times; the backup controller keeps its state.", "job_array.html")
+LEAKED = (  # an eval answer (session 26), here with a passage on backup controllers: the topic is no evidence
+    "[1] Use a batch script:\n\n```\nsrun run.app $file\n```\n\n"
+    "This will run the script on each input file in the `input` directory: backups run nightly at 01:00 [2]."
+)
+
+
+def test_a_run_of_the_examples_words_is_reported_even_where_a_source_speaks_of_its_topic():
+    sentence = "This will run the script on each input file in the `input` directory: backups run nightly at 01:00 [2]."
+    assert borrowed_sentences(LEAKED, [ARRAYS.text], ARRAY_QUESTION) == [(sentence, "backups run nightly at 01:00")]
+    # held by a source, the words are that source's
+    assert borrowed_sentences(LEAKED, [ARRAYS.text, "Here backups run nightly at 01:00 too."], ARRAY_QUESTION) == []
+    # four words in a row are not a run ("it from the latest"); five are, and only those are named
+    assert borrowed_sentences("[1] Take it from the latest.", [ARRAYS.text], ARRAY_QUESTION) == []
+    taken = "[1] Take it from the latest snapshot [2]."
+    assert borrowed_sentences(taken, [ARRAYS.text], ARRAY_QUESTION) == [(taken, "it from the latest snapshot")]
+
+
+def test_the_instructed_abstention_is_not_a_run_of_the_example():
+    assert "The sources do not cover this." in SYSTEM_PROMPT
+    answer = "The sources do not cover this. They give the job array syntax [1], but no limit on files."
+    assert borrowed_sentences(answer, [ARRAYS.text], ARRAY_QUESTION) == []
+
+
+def test_the_front_ends_name_the_copied_run():
+    final = final_from_text(ARRAY_QUESTION, [ARRAYS], LEAKED, "eos")
+    assert [what for _, what in final.borrowed] == ["backups run nightly at 01:00"]
+    warnings = [text for level, text in check_notes(final, code=str) if level == "warning"]
+    assert any("repeats “backups run nightly at 01:00” from the prompt's worked example" in w for w in warnings)
