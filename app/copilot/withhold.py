@@ -82,12 +82,18 @@ UNCITED = (
 )
 
 
+QUOTED_SHARE = 0.8  # of a sentence's words, in runs a passage holds, for the sentence to quote that passage
+
+
 def quoted_source(text: str, passage_texts: Mapping[int, str]) -> int | None:
     """The lowest-numbered passage that every prose sentence of an uncited answer quotes, else None.
 
     A sentence quotes a passage when the passage holds it whole, its full stop included (whitespace
-    aside, at least three words), or holds a run of MIN_RECITE_WORDS of its words. Code is left to
-    the grounding check."""
+    aside, at least three words), or when runs of MIN_RECITE_WORDS or more of its words that the
+    passage holds cover QUOTED_SHARE of its words. One run was not enough: "To put a node back into
+    service, you typically want to set its state to "DRAIN"." ends with nine words of a source that
+    says so of *removing* a node from service (session 26, in the chat), and was shown as a quote.
+    Code is left to the grounding check."""
     sources = {number: " ".join(body.split()) for number, body in passage_texts.items()}
     said = prose(text)
     sentences = [" ".join(said[begin:end].split()) for begin, end, _, _ in sentence_spans(said)]
@@ -106,8 +112,11 @@ def _quotes(sentence: str, body: str) -> bool:
     words = sentence.split()
     if len(words) >= 3 and sentence in body:  # whole, with its full stop: "Return it to service." is not "... later."
         return True
-    runs = (" ".join(words[i : i + MIN_RECITE_WORDS]) for i in range(len(words) - MIN_RECITE_WORDS + 1))
-    return any(run in body for run in runs)
+    covered = [False] * len(words)
+    for i in range(len(words) - MIN_RECITE_WORDS + 1):
+        if " ".join(words[i : i + MIN_RECITE_WORDS]) in body:
+            covered[i : i + MIN_RECITE_WORDS] = [True] * MIN_RECITE_WORDS
+    return any(covered) and sum(covered) >= QUOTED_SHARE * len(words)
 
 
 def withheld_notice(grounding: Sequence[GroundingItem]) -> str:

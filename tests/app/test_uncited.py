@@ -119,6 +119,21 @@ def test_an_uncited_answer_quoting_one_passage_in_every_sentence_has_a_source(te
     assert quoted_source(text, {1: "Unrelated text.", 2: GUIDE, 3: GUIDE}) == source  # the lowest that holds it
 
 
+FRONTEND = (  # scontrol's page, as the chat's follow-up "how do I put it back into service?" read it (session 26)
+    'Possible values are "DOWN", "DRAIN" or "RESUME". If you want to remove a front end node from service, you '
+    'typically want to set its state to "DRAIN". "RESUME" is not an actual node state, but will return a "DRAINED", '
+    '"DRAINING", or "DOWN" front end node to service.'
+)
+
+
+def test_a_sentence_that_only_ends_in_the_sources_words_does_not_quote_it():
+    inverted = 'To put a node back into service, you typically want to set its state to "DRAIN".'  # 9 of 15 words
+    quoted = '"RESUME" is not an actual node state, but will return a "DRAINED", "DRAINING", or "DOWN" node to service.'
+    assert quoted_source(quoted, {1: FRONTEND}) == 1  # all but "node to service." in runs of six or more
+    assert quoted_source(inverted, {1: FRONTEND}) is None
+    assert quoted_source(f"{inverted} {quoted}", {1: FRONTEND}) is None  # so the answer stays withheld
+
+
 def test_the_guard_shows_such_an_answer_at_the_end_opened_with_that_passages_marker():
     guard = CitationGuard([1, 2], {1: "Unrelated text.", 2: GUIDE})
     pieces = [
