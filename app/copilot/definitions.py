@@ -17,6 +17,13 @@ names are the words before `=`, `[` or a space of each comma-separated form; a t
 answer's code is looked up by those names. A one-letter option means something else in every
 tool: it is explained only from a passage of the command's own tool (the page titled by the
 line's first word), and not at all without one.
+
+An entry may list its values as a nested definition list (scontrol's `State=<state>`: `DOWN`,
+"Stop all running and suspended jobs and make the node unavailable for new jobs."; `DRAIN`, ...).
+Then a `Key=VALUE` of the answer's code also gets the definition of its value, right after the
+key's: asked to stop new jobs on a node while the running ones finish, an answer wrote
+`scontrol update NodeName=name State=DOWN` and said running jobs would go on (session 26); the key's
+own first sentence, "Assign one of the following states/actions...", showed nothing of that.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ MAX_CHARS = 160  # a definition's first sentence is cut here
 
 # a definition list's entry line and description line, or a one-line "Name — description" (reason codes)
 _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-Za-z][\w.-]*) — (?P<line>[^\n]+)", re.M)
+# the values of an entry, as a definition list nested under its description (indented; blank lines between)
+_VALUE = re.compile(r"\n*(?P<indent>[ \t]+)- (?P<term>[^\n]{1,80})\n(?P=indent)- (?P<text>[^\n]+)")
 _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")  # an option or a name: up to '=', '[', '<', a space or ',
 _SHORT = re.compile(r"-[A-Za-z]")
 _BARE = re.compile(r"[A-Za-z][\w-]*")
@@ -57,6 +66,7 @@ class _Entry:
     source: int
     title: str
     tool: str  # the passage's page title when it names a command (`scontrol`), else ''
+    values: tuple[tuple[frozenset[str], str, str], ...] = ()  # (names, term, first sentence) of each listed value
 
 
 def defined_options(
@@ -73,16 +83,29 @@ def defined_options(
     if not entries:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
-    used.append(("", _SETTING.findall(prose(answer))))
-    used.append(("", [*options(question), *_SETTING.findall(question), *_STATE_CODE.findall(question)]))
+    used.append(("", [(name, "") for name in _SETTING.findall(prose(answer))]))
+    asked = [*options(question), *_SETTING.findall(question), *_STATE_CODE.findall(question)]
+    used.append(("", [(name, "") for name in asked]))
     shown: dict[str, Definition] = {}
     for tool, names in used:
-        for name in names:
-            if name not in shown and (entry := _entry_for(name, tool, entries)) is not None:
-                shown[name] = Definition(name, entry.term, entry.source, entry.title, entry.text)
-            if len(shown) == MAX_SHOWN:
-                return list(shown.values())
+        for name, value in names:
+            if (entry := _entry_for(name, tool, entries)) is None:
+                continue
+            shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
+            if (meaning := _value_of(entry, value)) is not None:
+                shown.setdefault(f"{name}={value}", Definition(f"{name}={value}", *meaning))
+            if len(shown) >= MAX_SHOWN:
+                return list(shown.values())[:MAX_SHOWN]
     return list(shown.values())
+
+
+def _value_of(entry: _Entry, value: str) -> tuple[str, int, str, str] | None:
+    """(term, source, title, first sentence) of the entry's listed value `value` (any case, as Slurm reads
+    values: `State=down` is `DOWN`), if it lists one."""
+    for names, term, text in entry.values:
+        if value.upper() in names:
+            return term, entry.source, entry.title, text
+    return None
 
 
 def _entries(passage: Passage) -> Iterable[_Entry]:
@@ -96,7 +119,18 @@ def _entries(passage: Passage) -> Iterable[_Entry]:
             continue
         names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
         if names:
-            yield _Entry(names, term, first_sentence(text), passage.number, title, tool)
+            values = tuple(_values(passage.text, match.end()))
+            yield _Entry(names, term, first_sentence(text), passage.number, title, tool, values)
+
+
+def _values(text: str, at: int) -> Iterable[tuple[frozenset[str], str, str]]:
+    """The nested entries right after an entry's description (at `at`): each value's names (upper case), term and
+    first sentence, while the indented list goes on."""
+    while (match := _VALUE.match(text, at)) is not None:
+        term, at = match.group("term").strip(), match.end()
+        names = frozenset(word.upper() for form in term.split(",") for word in _BARE.findall(form))
+        if names:
+            yield names, term, first_sentence(match.group("text"))
 
 
 def _names_of(form: str) -> list[str]:
@@ -111,17 +145,22 @@ def _names_of(form: str) -> list[str]:
     return [name.group(0)] if name else []
 
 
-def _names_used(item: GroundingItem) -> tuple[str, list[str]]:
-    """The tool a code item runs ('' if none) and its option, setting and word names, in order.
+def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
+    """The tool a code item runs ('' if none) and its option, setting and word names, in order, each with the
+    word it is set to ('' if none).
 
-    `scontrol update JobId=<job_id> TimeLimit=+120` runs `scontrol` and uses `update`, `JobId`
-    and `TimeLimit`; a value after `=` is the user's, not a name."""
+    `scontrol update JobId=<job_id> State=DOWN` runs `scontrol` and uses `update`, `JobId` (set to a
+    placeholder, '') and `State` (set to `DOWN`, which an entry may list among its values)."""
     words = item.text.split()
     tool = item.tool
     if len(words) > 1 and _COMMAND.fullmatch(words[0]):
         tool, words = words[0], words[1:]
-    keys = (word.split("=", 1)[0] for word in words)
-    return tool, list(dict.fromkeys(key for key in keys if _TOKEN.fullmatch(key)))
+    used: dict[str, str] = {}
+    for word in words:
+        key, _, value = word.partition("=")
+        if _TOKEN.fullmatch(key) and key not in used:
+            used[key] = value.strip("\"'") if _BARE.fullmatch(value.strip("\"'")) else ""
+    return tool, list(used.items())
 
 
 def _entry_for(name: str, tool: str, entries: Sequence[_Entry]) -> _Entry | None:

@@ -128,3 +128,45 @@ def test_no_definition_list_no_definitions():
     prose = Passage(1, "Use srun --time-min to lower the limit.", "faq.html", "FAQ", "Jobs")
     item = GroundingItem("--time-min", "option", True)
     assert defined_options([item], [prose]) == []
+
+
+NODES = Passage(  # scontrol's node State entry, with its values nested as the HTML reader writes them
+    4,
+    "Example: scontrol update NodeName=<name> State=DRAIN\n\n"
+    "- State=<state>\n- Assign one of the following states/actions to the node(s) specified by the update command.\n"
+    "    - CANCEL_REBOOT\n    - Cancels a pending reboot on the node.\n\n"
+    "    - DOWN\n    - Stop all running and suspended jobs and make the node unavailable for new jobs.\n\n"
+    "    - DRAIN\n    - Indicates that no new jobs may be started on this node. Existing jobs are allowed to run.\n\n"
+    "- Weight=<weight>\n- Weight of the node for scheduling purposes.\n\n"
+    "- RESUME\n- Not one of State's values: a top-level entry after the list.",
+    "scontrol.html",
+    "scontrol",
+    "NODES",
+)
+
+
+def test_a_value_the_key_lists_gets_its_own_definition_right_after_the_keys():
+    line = "scontrol update NodeName=n1 State=DOWN Weight=5"
+    defined = defined_options([GroundingItem(line, "code", True)], [NODES])
+    assert [d.name for d in defined] == ["State", "State=DOWN", "Weight"]
+    down = defined[1]
+    assert (down.term, down.source, down.title) == ("DOWN", 4, "scontrol")
+    assert down.text == "Stop all running and suspended jobs and make the node unavailable for new jobs."
+
+
+def test_values_are_matched_in_any_case_and_only_among_the_keys_own_list():
+    def named(line: str) -> list[str]:
+        return [d.name for d in defined_options([GroundingItem(line, "code", True)], [NODES])]
+
+    assert named("scontrol update NodeName=n1 State=drain") == ["State", "State=drain"]  # Slurm reads any case
+    assert named("scontrol update NodeName=n1 State=RESUME") == ["State"]  # an entry, but not in State's list
+    assert named("scontrol update NodeName=n1 State=<state>") == ["State"]  # a placeholder is no value
+    assert named("scontrol update NodeName=n1 Weight=DOWN") == ["Weight"]  # Weight lists no values
+
+
+def test_the_value_shows_in_the_notes():
+    answer = "[4] Stop new jobs:\n\n```\nscontrol update NodeName=<name> State=DOWN\n```"  # found: NODES' words
+    final, defined = _defined(answer, [NODES])
+    assert "State=DOWN" in defined
+    notes = [text for level, text in check_notes(final, code=lambda text: f"`{text}`") if level == "note"]
+    assert "`State=DOWN`, as [4] (scontrol) defines it: “Stop all running and suspended jobs" in " ".join(notes)
