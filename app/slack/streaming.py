@@ -9,11 +9,13 @@ stream closed) the answer continues in a placeholder message posted with
 chat.postMessage and rewritten with chat.update at most every `update_interval`
 seconds, as mrkdwn. Either way the answer ends with the footer (sources, warnings,
 stats) and the feedback buttons, and text past `message_limit` continues in further
-messages of the thread.
+messages of the thread. The pipeline runs in a thread of its own (core.background), so
+decoding goes on while a Slack call is on its way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from slack_sdk.errors import SlackApiError
 
 from app.copilot import Event, Final, Status, Token
 from app.slack import render
+from core.background import in_background
 
 log = logging.getLogger(__name__)
 
@@ -80,19 +83,23 @@ def render_answer(
 ) -> Final:
     """Drain the pipeline's events into the thread; returns the Final.
 
+    The events are made in a thread of their own: every Slack call here is a network round trip,
+    and made between two target passes it held decoding up for as long. Whatever ends this (the
+    answer, an error) has the pipeline closed before it returns, which frees the engine.
     `on_final` runs before the footer and its buttons are shown, so a click can never
     arrive before the answer it votes on is known.
     """
     writer, final = None, None
     try:
-        for event in events:
-            if isinstance(event, Status):
-                set_status(thread, event.message)
-            elif isinstance(event, Token):
-                writer = writer or AnswerWriter(thread, settings)
-                writer.write(event.text)
-            elif isinstance(event, Final):
-                final = event
+        with contextlib.closing(in_background(events, "specrag-slack-answer")) as made:
+            for event in made:
+                if isinstance(event, Status):
+                    set_status(thread, event.message)
+                elif isinstance(event, Token):
+                    writer = writer or AnswerWriter(thread, settings)
+                    writer.write(event.text)
+                elif isinstance(event, Final):
+                    final = event
         if final is None:
             raise RuntimeError("the answer stream ended without a final event")
         if on_final is not None:

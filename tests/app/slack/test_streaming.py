@@ -105,3 +105,48 @@ def test_a_looping_answer_is_replaced_by_its_collapsed_text_in_every_message(sla
     assert len(messages) > len(pieces)  # the loop had filled more messages than the shown answer needs
     assert messages == pieces + [render.REPEATS_REST] * (len(messages) - len(pieces))
     assert sum(m.count("Drain the node") for m in messages) == 1
+
+
+class _HeldStream:
+    """A native stream whose first append waits (up to 5 s) for the pipeline to reach its end."""
+
+    ts = "1.1"
+
+    def __init__(self, pipeline_done):
+        self.pipeline_done, self.waited, self.texts = pipeline_done, None, []
+
+    def append(self, markdown_text):
+        if self.waited is None:
+            self.waited = self.pipeline_done.wait(5)
+        self.texts.append(markdown_text)
+
+    def stop(self, **_):
+        pass
+
+
+class _SlowClient:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def chat_stream(self, **_):
+        return self.stream
+
+    def assistant_threads_setStatus(self, **_):
+        pass
+
+
+def test_decoding_goes_on_while_a_slack_call_is_on_its_way(long_answer):
+    import threading
+
+    done = threading.Event()
+
+    def pipeline():
+        yield from long_answer[:-1]
+        done.set()  # every token decoded: only possible if the first append did not hold the pipeline up
+        yield long_answer[-1]
+
+    stream = _HeldStream(done)
+    settings = StreamSettings(native=True, stream_interval=0)
+    final = render_answer(pipeline(), SlackThread(_SlowClient(stream), "C0OPS", "1.0"), settings, "C0OPS:1.0")
+    assert stream.waited is True and final is long_answer[-1]
+    assert squash("".join(stream.texts)).startswith(squash(render.escape("".join(WORDS))))
