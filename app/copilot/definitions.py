@@ -159,7 +159,8 @@ def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
     for word in words:
         key, _, value = word.partition("=")
         if _TOKEN.fullmatch(key) and key not in used:
-            used[key] = value.strip("\"'") if _BARE.fullmatch(value.strip("\"'")) else ""
+            bare = value.strip("\"'")  # State="DOWN" reads as State=DOWN
+            used[key] = bare if _BARE.fullmatch(bare) else ""
     return tool, list(used.items())
 
 
