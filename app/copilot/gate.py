@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.copilot.events import Passage
+from app.copilot.source_paths import short_paths
 
 GATE_MODES = ("off", "warn", "refuse")
 THRESHOLDS = {"sentence-transformers/all-MiniLM-L6-v2": 0.49}  # dev split of corpora/slurm questions: see README
@@ -82,9 +83,10 @@ def refusal_text(passages: Sequence[Passage]) -> str:
     """What the copilot says instead of answering: plain, with the nearest sources to look at."""
     lines = [REFUSAL]
     if passages:
+        nearest = passages[:3]
         lines.append("The nearest sources I found are:")
         lines += [
-            f"- [{p.number}] {p.title or p.source}{f' › {p.heading}' if p.heading else ''} ({p.source})"
-            for p in passages[:3]
+            f"- [{p.number}] {p.title or p.source}{f' › {p.heading}' if p.heading else ''} ({path})"
+            for p, path in zip(nearest, short_paths([p.source for p in nearest]), strict=True)
         ]
     return "\n".join(lines)

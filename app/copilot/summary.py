@@ -6,12 +6,12 @@ order and which of them a withheld or gated answer shows are decided here.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from app.copilot.events import Definition, Final, GroundingItem, Quote, Recitation
 from app.copilot.gate import weak_match_warning, why_refused
+from app.copilot.source_paths import short_paths
 
 Level = Literal["warning", "note"]
 
@@ -139,12 +139,5 @@ def _cut(text: str, width: int) -> str:
 
 
 def shown_paths(sources: Sequence[dict[str, Any]]) -> dict[int, str]:
-    """Source number -> its path as an operator reads it.
-
-    Absolute paths lose the folders all of the answer's sources share: the index's cache folder
-    (`/root/.cache/specrag/corpora/slurm/html/`) says nothing, and took most of each source line.
-    What is left still tells two corpora apart (`slurm/html/squeue.html`, `runbooks/cvmfs.md`).
-    Relative paths are shown as they are."""
-    absolute = [s["path"] for s in sources if os.path.isabs(s["path"])]
-    common = os.path.commonpath([os.path.dirname(p) for p in absolute]) if absolute else ""
-    return {s["number"]: os.path.relpath(s["path"], common) if os.path.isabs(s["path"]) else s["path"] for s in sources}
+    """Source number -> its path as an operator reads it (source_paths.short_paths)."""
+    return dict(zip([s["number"] for s in sources], short_paths([s["path"] for s in sources]), strict=True))

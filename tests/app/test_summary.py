@@ -94,3 +94,15 @@ def test_every_front_end_shows_the_short_path(capsys):
     assert "  [1] squeue › OPTIONS (squeue.html, score 0.500) - cited" in capsys.readouterr().err
     assert "1. squeue › OPTIONS — `squeue.html`" in slack_render.footer(final)
     assert f'<span class="sr-path" title="{path}">squeue.html · score 0.500</span>' in web_render.details_html(final)
+
+
+def test_a_refusal_names_its_nearest_sources_by_the_paths_the_sources_list_shows():
+    from app.copilot.events import Passage
+    from app.copilot.gate import REFUSAL, refusal_text
+
+    html = "/root/.cache/specrag/corpora/slurm/html"
+    nearest = [Passage(1, "t", f"{html}/download.html", "Download Slurm"), Passage(2, "t", f"{html}/faq.html", "FAQ")]
+    text = refusal_text([*nearest, Passage(4, "t", "runbooks/drain.md", "Drain")])
+    assert text.startswith(REFUSAL) and "/root/.cache" not in text  # the cache folder says nothing
+    assert "- [1] Download Slurm (download.html)" in text and "- [4] Drain (runbooks/drain.md)" in text
+    assert refusal_text([Passage(3, "t", f"{html}/sinfo.html", "sinfo")]).endswith("- [3] sinfo (sinfo.html)")
