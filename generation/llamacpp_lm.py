@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +257,7 @@ class LlamaCppLM:
                 f"({llamacpp_log.why_failed() or 'no reason given'}): free some memory or pass a shorter context"
             )
         self._memory = b.llama_get_memory(self._ctx)
-        self.config = LlamaCppConfig(self.vocab_size, b.llama_n_ctx(self._ctx), str(self.path))
+        self.config = replace(self.config, max_position_embeddings=b.llama_n_ctx(self._ctx))  # what llama.cpp made
 
     def shrink_context(self, n_ctx: int) -> bool:
         """Make the context hold only `n_ctx` positions, while it holds nothing yet; True if it shrank.
@@ -271,7 +271,7 @@ class LlamaCppLM:
         if self._ctx is not None:
             self._b.llama_free(self._ctx)
             self._ctx = self._memory = None
-        self.config = LlamaCppConfig(self.vocab_size, n_ctx, str(self.path))
+        self.config = replace(self.config, max_position_embeddings=n_ctx)
         self._snapshot = None
         return True
 
