@@ -107,7 +107,7 @@ def add_answer_args(parser: argparse.ArgumentParser) -> None:
         default=AnswerOptions.repeat_span,
         metavar="N",
         help=f"stop an answer caught in a loop, when a run of N tokens comes round a third time "
-        f"(default {AnswerOptions.repeat_span}; 0: off)",
+        f"(any numeral matching any other; default {AnswerOptions.repeat_span}; 0: off)",
     )
     parser.add_argument(
         "--free-code",

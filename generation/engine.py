@@ -32,7 +32,7 @@ from generation.linear_layout import kernel_layout
 from generation.llamacpp_lm import LlamaCppLM
 from generation.prefix_store import PrefixStore
 from generation.quantized_model import numeric_path
-from generation.repetition import RepetitionGuard
+from generation.repetition import RepetitionGuard, numeral_classes
 from generation.sampling import SamplingParams, logits_to_probs
 from generation.stats import Stats
 from generation.stopping import StopStrings
@@ -112,6 +112,14 @@ class Engine:
         self.eos = set(eos_token_ids if eos_token_ids is not None else default_eos_ids(target, tokenizer))
         self.cost: PassCost | None = None  # calibrated on first use, then kept across answers
         self.draft_record = DraftModelRecord()  # the draft model's acceptance and costs, across answers
+        self._numerals: dict[int, int] | None = None
+
+    @property
+    def numerals(self) -> dict[int, int]:
+        """The repetition guard's token classes: every numeral token as one (read from the vocabulary once)."""
+        if self._numerals is None:
+            self._numerals = numeral_classes(self.tokenizer)
+        return self._numerals
 
     @property
     def verifies_drafts(self) -> bool:
@@ -261,7 +269,8 @@ class _Decoding:
         self.token_filter, self.prompt_length = token_filter, len(context)
         self.detokenizer = IncrementalDetokenizer(engine.tokenizer)
         self.stops = StopStrings(config.stop_strings)
-        self.repeats = RepetitionGuard(config.repeat_span, config.repeat_limit)
+        classes = engine.numerals if config.repeat_span > 0 else None
+        self.repeats = RepetitionGuard(config.repeat_span, config.repeat_limit, classes)
         self.emitted = 0
 
     def run(self) -> Iterator[Event]:

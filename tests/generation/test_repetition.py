@@ -7,11 +7,12 @@ from test_engine import MODES, plain, random_prompt
 
 from generation.engine import Engine, GenerationConfig
 from generation.errors import SpecragError
-from generation.repetition import RepetitionGuard
+from generation.repetition import NUMERAL, RepetitionGuard, numeral_classes
+from tests.generation.tiny import byte_tokenizer
 
 
-def first_stop(tokens, span, limit):
-    guard = RepetitionGuard(span, limit)
+def first_stop(tokens, span, limit, classes=None):
+    guard = RepetitionGuard(span, limit, classes)
     return next((i for i, t in enumerate(tokens) if guard.push(t)), None)
 
 
@@ -29,6 +30,24 @@ def test_runs_that_differ_in_one_token_are_different_runs():
     # a list whose every line differs somewhere in each 16-token window never stops
     lines = [t for n in range(20) for t in (*range(10, 18), 500 + n, *range(40, 47))]
     assert first_stop(lines, span=16, limit=3) is None
+
+
+def test_a_counting_loop_stops_when_numerals_count_as_one_token():
+    tokenizer = byte_tokenizer()
+    classes = numeral_classes(tokenizer)
+    assert sorted(classes) == sorted(tokenizer.convert_tokens_to_ids(list("0123456789")))
+    assert set(classes.values()) == {NUMERAL}
+    # 48 byte tokens: about the 16 Qwen tokens of the default span
+    # "--mem=137M --mem=274M ...": every 48-token window holds a number no other window has
+    loop = tokenizer.encode("srun" + "".join(f" --mem={137 * n}M" for n in range(1, 30)))
+    assert first_stop(loop, span=48, limit=3) is None
+    stop = first_stop(loop, span=48, limit=3, classes=classes)
+    assert stop is not None
+    assert tokenizer.decode(loop[: stop + 1]).count("--mem=") <= 8  # caught within a few options
+    # words still tell lines apart: numbered steps that say different things go on
+    steps = ["drain the node", "run the update", "reboot it", "check its state", "resume the node", "tell the users"]
+    lines = tokenizer.encode("".join(f"{n}. Then {step} ({n * 7} min).\n" for n, step in enumerate(steps, 1)))
+    assert first_stop(lines, span=48, limit=3, classes=classes) is None
 
 
 def test_two_repeats_are_allowed_and_span_zero_is_off():
