@@ -59,14 +59,17 @@ _STATE_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
 
 
 @dataclass(frozen=True)
-class _Entry:
+class Entry:
+    """One entry of a passage's definition list: an option, setting or code and what it does."""
+
     names: frozenset[str]
     term: str
-    text: str
+    text: str  # the description's first sentence (first_sentence)
     source: int
     title: str
     tool: str  # the passage's page title when it names a command (`scontrol`), else ''
     values: tuple[tuple[frozenset[str], str, str], ...] = ()  # (names, term, first sentence) of each listed value
+    description: str = ""  # the whole description line
 
 
 def defined_options(
@@ -79,7 +82,7 @@ def defined_options(
     In that order, each name once, at most MAX_SHOWN. A name is taken from a found item only:
     an invented one is already flagged, and its lookalike's definition would lend it credit.
     A name in prose needs no check: it is looked up among the entries' names."""
-    entries = [entry for passage in passages for entry in _entries(passage)]
+    entries = [entry for passage in passages for entry in entries_of(passage)]
     if not entries:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
@@ -99,7 +102,7 @@ def defined_options(
     return list(shown.values())
 
 
-def _value_of(entry: _Entry, value: str) -> tuple[str, int, str, str] | None:
+def _value_of(entry: Entry, value: str) -> tuple[str, int, str, str] | None:
     """(term, source, title, first sentence) of the entry's listed value `value` (any case, as Slurm reads
     values: `State=down` is `DOWN`), if it lists one."""
     for names, term, text in entry.values:
@@ -108,7 +111,7 @@ def _value_of(entry: _Entry, value: str) -> tuple[str, int, str, str] | None:
     return None
 
 
-def _entries(passage: Passage) -> Iterable[_Entry]:
+def entries_of(passage: Passage) -> Iterable[Entry]:
     title = (passage.title or "").strip()
     tool = title if _COMMAND.fullmatch(title) else ""
     for match in _ENTRY.finditer(passage.text):
@@ -120,7 +123,7 @@ def _entries(passage: Passage) -> Iterable[_Entry]:
         names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
         if names:
             values = tuple(_values(passage.text, match.end()))
-            yield _Entry(names, term, first_sentence(text), passage.number, title, tool, values)
+            yield Entry(names, term, first_sentence(text), passage.number, title, tool, values, text)
 
 
 def _values(text: str, at: int) -> Iterable[tuple[frozenset[str], str, str]]:
@@ -164,7 +167,7 @@ def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
     return tool, list(used.items())
 
 
-def _entry_for(name: str, tool: str, entries: Sequence[_Entry]) -> _Entry | None:
+def _entry_for(name: str, tool: str, entries: Sequence[Entry]) -> Entry | None:
     """The definition of `name`: from the line's own tool's page first; a one-letter option only from there."""
     holding = [entry for entry in entries if name in entry.names]
     own = [entry for entry in holding if tool and entry.tool == tool]

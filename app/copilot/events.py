@@ -114,13 +114,15 @@ class Quote:
 @dataclass(frozen=True)
 class Definition:
     """What passage `source` (page `title`) says an option, setting or subcommand the answer uses does
-    (definitions.py): `text`, the first sentence of the entry headed `term` (`-M, --clusters=<string>`)."""
+    (definitions.py): `text`, the first sentence of the entry headed `term` (`-M, --clusters=<string>`).
+    With `quoted`, the answer quotes these words of the entry's without naming it (neighbour_quotes.py)."""
 
     name: str
     term: str
     source: int
     title: str
     text: str
+    quoted: str = ""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from app.copilot.definitions import defined_options, first_sentence
 from app.copilot.events import Event, Final, Passage, Recitation, Status, Token, Turn
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
+from app.copilot.neighbour_quotes import neighbour_quotes
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import (
     build_messages,
@@ -504,7 +505,12 @@ def _checked_final(
         recitations=[] if notice else recitations,
         recited=displayed if recitations and not notice else "",
         borrowed=[] if notice else borrowed_sentences(displayed, read, prepared.question),
-        definitions=[] if notice else defined_options(grounding, passages, displayed, prepared.question),
+        definitions=[]
+        if notice
+        else [
+            *neighbour_quotes(displayed, passages, prepared.question),
+            *defined_options(grounding, passages, displayed, prepared.question),
+        ],
     )
 
 

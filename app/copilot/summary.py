@@ -79,6 +79,11 @@ def definition(
     """What a source says an option of the answer does, so a real option used for the wrong purpose shows
     (definitions.py). `words` renders the page's own words (the front end's escaping)."""
     page = f" ({words(defined.title)})" if defined.title else ""
+    if defined.quoted:  # the answer quotes an entry it never names: say whose words they are
+        return (
+            f"“{words(_cut(defined.quoted, 60))}” is how [{defined.source}]{page} describes {code(defined.name)}, "
+            "which neither the question nor the answer names: check it is the one you asked about"
+        )
     return f"{code(defined.name)}, as [{defined.source}]{page} defines it: “{words(_cut(defined.text, width))}”"
 
 

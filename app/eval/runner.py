@@ -128,7 +128,9 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "borrowed": [list(pair) for pair in final.borrowed],
         },
         # what the passages say the options of the answer's code do, as the front ends show it (definitions.py)
-        "definitions": [[d.name, d.source, d.text] for d in final.definitions],
+        "definitions": [[d.name, d.source, d.text] for d in final.definitions if not d.quoted],
+        # words the answer quotes from an entry it does not name: its neighbour's description (neighbour_quotes.py)
+        "neighbour_quotes": [[d.name, d.source, d.quoted] for d in final.definitions if d.quoted],
     }
 
 

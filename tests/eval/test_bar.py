@@ -67,6 +67,13 @@ def test_answers_shown_with_definitions_are_counted_where_rows_record_them():
     assert by_split([old])["dev"]["answers_with_definitions"] is None
 
 
+def test_answers_quoting_an_unnamed_entry_are_counted():
+    neighbour, bare, old = row("q1", cited=[1]), row("q2", cited=[1]), row("q4", cited=[1])
+    neighbour["answer"]["neighbour_quotes"] = [["FAILING", 4, "The node is currently executing a job, but is expected"]]
+    bare["answer"]["neighbour_quotes"] = []
+    assert by_split([neighbour, bare, old])["dev"]["neighbour_quotes"] == 1
+
+
 def test_assembled_commands_are_counted_where_rows_record_them():
     new = row("q1", cited=[1], kinds={"code": {"items": 2, "found": 2}})
     new["answer"]["grounding"]["assembled"] = [["sdiag backfill", [1]]]
