@@ -126,6 +126,15 @@ class Definition:
 
 
 @dataclass(frozen=True)
+class Splice:
+    """A sentence joining quotes of two different items of passage `source`, `first` then `second` (splices.py)."""
+
+    first: str
+    second: str
+    source: int
+
+
+@dataclass(frozen=True)
 class Recitation:
     """A sentence shown citing [now] in place of the markers the model `written` (recite.py): `evidence`, a
     quote or command of the sentence, and all the rest of what it quotes, are in [now] and in none of those."""
@@ -181,6 +190,8 @@ class Final:
     borrowed: list[tuple[str, str]] = field(default_factory=list)
     # what the sources say the options and settings of the answer's code do (definitions.py)
     definitions: list[Definition] = field(default_factory=list)
+    # sentences joining quotes of two different items of one source (splices.py)
+    spliced: list[Splice] = field(default_factory=list)
 
     @property
     def finish_label(self) -> str:

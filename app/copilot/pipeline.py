@@ -39,6 +39,7 @@ from app.copilot.prompting import (
 )
 from app.copilot.recite import recite
 from app.copilot.repeats import shown_answer
+from app.copilot.splices import spliced_sentences
 from app.copilot.subcommands import with_tools
 from app.copilot.withhold import UNCITED, CitationGuard, ContactGuard, quoted_source, withheld_notice
 from core.errors import SpecragError
@@ -511,6 +512,7 @@ def _checked_final(
             *neighbour_quotes(displayed, passages, prepared.question),
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
+        spliced=[] if notice else spliced_sentences(displayed, passages),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from app.copilot.events import Definition, Final, GroundingItem, Quote, Recitation
+from app.copilot.events import Definition, Final, GroundingItem, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning, why_refused
 from app.copilot.source_paths import short_paths
 
@@ -56,6 +56,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))
     notes += [("warning", borrowed(sentence, word)) for sentence, word in final.borrowed]
+    notes += [("warning", splice(spliced)) for spliced in final.spliced]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
@@ -120,6 +121,14 @@ def borrowed(sentence: str, word: str, width: int = 60) -> str:
     return (
         f"“{_cut(sentence, width)}” speaks of “{word}”, which only the prompt's worked example does: "
         "it is not from the sources"
+    )
+
+
+def splice(spliced: Splice, width: int = 50) -> str:
+    """A sentence that joins words of two different items of one source (splices.py)."""
+    return (
+        f"“{_cut(spliced.first, width)}” and “{_cut(spliced.second, width)}” come from two different items of "
+        f"[{spliced.source}], joined in one sentence: read [{spliced.source}] before acting on it"
     )
 
 

@@ -78,6 +78,8 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         ),
         # answers quoting what a source says of an entry they never name: its neighbour's words (neighbour_quotes.py)
         "neighbour_quotes": sum(bool(r["answer"].get("neighbour_quotes")) for r in speaking),
+        # answers with a sentence joining two items of one source (splices.py)
+        "spliced": sum(bool(r["answer"].get("spliced")) for r in speaking),
         "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
         "mrr": _mean([_metric(r, "mrr") for r in answerable]),
     }

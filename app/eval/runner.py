@@ -131,6 +131,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         "definitions": [[d.name, d.source, d.text] for d in final.definitions if not d.quoted],
         # words the answer quotes from an entry it does not name: its neighbour's description (neighbour_quotes.py)
         "neighbour_quotes": [[d.name, d.source, d.quoted] for d in final.definitions if d.quoted],
+        # sentences joining quotes of two different items of one source (splices.py)
+        "spliced": [[s.source, s.first, s.second] for s in final.spliced],
     }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
-from app.copilot.events import Definition, Quote, Recitation
+from app.copilot.events import Definition, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
     adapted,
@@ -30,6 +30,7 @@ from app.copilot.summary import (
     recitation,
     run_under_tool,
     shown_paths,
+    splice,
     stats_parts,
 )
 
@@ -79,7 +80,12 @@ def details_html(final: Final) -> str:
         ""
         if final.withheld
         else grounding_html(
-            final.grounding, final.citations.invalid, final.misquoted, final.recitations, final.borrowed
+            final.grounding,
+            final.citations.invalid,
+            final.misquoted,
+            final.recitations,
+            final.borrowed,
+            final.spliced,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -231,6 +237,7 @@ def grounding_html(
     misquoted: Sequence[Quote] = (),
     recitations: Sequence[Recitation] = (),
     borrowed_from_example: Sequence[tuple[str, str]] = (),
+    spliced: Sequence[Splice] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
@@ -242,6 +249,7 @@ def grounding_html(
     ]
     lines += [f"<li>the answer cites [{n}], which is not among the sources</li>" for n in invalid]
     lines += [f"<li>{inert_html(borrowed(sentence, word))}</li>" for sentence, word in borrowed_from_example]
+    lines += [f"<li>{inert_html(splice(one))}</li>" for one in spliced]
     found = sum(item.found for item in items)
     note = (
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""

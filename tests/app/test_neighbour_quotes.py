@@ -4,6 +4,8 @@ from app.copilot.events import Passage
 from app.copilot.neighbour_quotes import neighbour_quotes
 from app.copilot.pipeline import final_from_text
 from app.copilot.summary import check_notes
+from app.eval.questions import Question
+from app.eval.runner import answer_record
 from app.web.render import details_html
 
 SEE = "See the update node command in the scontrol(1) man page or the slurm.conf(5) man page for more information."
@@ -117,3 +119,10 @@ def test_a_long_option_is_named_by_its_bare_name_too():
         "--ignore-pbs",
         "-i",
     }
+
+
+def test_the_eval_records_the_neighbours_words_apart_from_definitions():
+    final = final_from_text(ASKED, [STATES], FAILING_WORDS, "eos")
+    record = answer_record(final, Question("r-2", ASKED))
+    assert [name for name, _, _ in record["neighbour_quotes"]] == ["FAILING"]
+    assert all(name != "FAILING" for name, _, _ in record["definitions"])

@@ -74,6 +74,13 @@ def test_answers_quoting_an_unnamed_entry_are_counted():
     assert by_split([neighbour, bare, old])["dev"]["neighbour_quotes"] == 1
 
 
+def test_answers_with_a_spliced_sentence_are_counted():
+    spliced, bare, old = row("q1", cited=[1]), row("q2", cited=[1]), row("q4", cited=[1])
+    spliced["answer"]["spliced"] = [[1, "One node failing the probe", "a site-wide problem"]]
+    bare["answer"]["spliced"] = []
+    assert by_split([spliced, bare, old])["dev"]["spliced"] == 1
+
+
 def test_assembled_commands_are_counted_where_rows_record_them():
     new = row("q1", cited=[1], kinds={"code": {"items": 2, "found": 2}})
     new["answer"]["grounding"]["assembled"] = [["sdiag backfill", [1]]]

@@ -1,0 +1,92 @@
+"""A sentence that joins one list item's subject to another's verdict is reported, a summary is not."""
+
+from app.copilot.events import Passage
+from app.copilot.pipeline import final_from_text
+from app.copilot.splices import items_of, spliced_sentences
+from app.copilot.summary import check_notes
+from app.eval.questions import Question
+from app.eval.runner import answer_record
+from app.web.render import details_html
+
+THRESHOLDS = Passage(
+    1,
+    "## Thresholds\n\n"
+    "- **One node failing the probe**: P3. Drain the node, fix it or hand it to the Grid Middleware\n  Expert.\n"
+    "- **More than 5 % of worker nodes (12 or more of the 240) failing**: a site-wide problem, usually\n"
+    "  the squids or upstream. P2, page the On-call Site Administrator.\n",
+    "cvmfs-problems.md",
+    "CVMFS Problems on Worker Nodes",
+    "Thresholds",
+)
+SPLICED = (
+    "[1] One node failing the probe makes it a site-wide problem, usually the squids or upstream. "
+    "P2, page the On-call Site Administrator."
+)
+QUESTION = "And if only one node fails it?"
+
+
+def test_one_items_subject_with_anothers_verdict_is_reported():
+    (splice,) = spliced_sentences(SPLICED, [THRESHOLDS])
+    assert splice.first == "One node failing the probe"
+    assert splice.second == "a site-wide problem, usually the squids or upstream."
+    assert splice.source == 1
+    final = final_from_text(QUESTION, [THRESHOLDS], SPLICED, "eos")
+    warnings = [text for level, text in check_notes(final, code=str) if level == "warning"]
+    assert any("come from two different items of [1], joined in one sentence" in w for w in warnings)
+    assert "two different items of [1]" in details_html(final)
+
+
+def test_an_items_own_words_are_no_splice():
+    right = "[1] One node failing the probe: P3. Drain the node, fix it or hand it to the Grid Middleware Expert."
+    assert spliced_sentences(right, [THRESHOLDS]) == []
+    # two items quoted in two sentences are two statements, each of its own item
+    both = "[1] One node failing the probe: P3. More than 5 % of worker nodes (12 or more of the 240) failing: P2."
+    assert spliced_sentences(both, [THRESHOLDS]) == []
+
+
+def test_words_left_out_of_one_paragraph_are_a_summary():
+    paragraph = Passage(
+        2,
+        "When a job is terminating, both the job and its nodes enter the COMPLETING state. As the Slurm\n"
+        "daemon on each node determines that all processes associated with the job have terminated, that\n"
+        "node changes state to IDLE or some other appropriate state.",
+        "faq.html",
+        "FAQ",
+    )
+    answer = "[2] When a job is terminating, both the job and its nodes change state to IDLE or some other state."
+    assert spliced_sentences(answer, [paragraph]) == []
+
+
+def test_quotes_far_apart_or_from_two_sources_are_not_joined():
+    apart = (
+        "[1] One node failing the probe is, as the runbook explains for the other case, "
+        "a site-wide problem, usually the squids or upstream."
+    )
+    assert spliced_sentences(apart, [THRESHOLDS]) == []
+    other = Passage(3, "Usually the squids or upstream are to blame when many nodes fail.", "notes.md", "Notes")
+    two_sources = "[1] One node failing the probe means usually the squids or upstream are to blame."
+    assert spliced_sentences(two_sources, [THRESHOLDS, other]) == []
+
+
+def test_items_are_list_items_rows_and_paragraphs_and_a_term_stays_with_its_description():
+    text = (
+        "Intro paragraph that wraps\nover two lines.\n\n- FAILING\n- The node is expected to fail soon.\n\n"
+        "| a | b |\n| c | d |\n\n1. first step\n2. second step"
+    )
+    assert items_of(text) == [
+        "Intro paragraph that wraps over two lines.",
+        "- FAILING - The node is expected to fail soon.",
+        "| a | b |",
+        "| c | d |",
+        "1. first step",
+        "2. second step",
+    ]
+
+
+def test_the_eval_records_the_splice():
+    final = final_from_text(QUESTION, [THRESHOLDS], SPLICED, "eos")
+    record = answer_record(final, Question("r-1", QUESTION, keywords=("P3",)))
+    assert record["spliced"] == [
+        [1, "One node failing the probe", "a site-wide problem, usually the squids or upstream."]
+    ]
+    assert record["keyword_recall"] == 0.0  # the spliced answer gives P2, not the item's P3
