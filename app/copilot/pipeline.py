@@ -482,6 +482,8 @@ def _checked_final(
     listed = cite.no_citations(passages) if notice else citations
     used = {*listed.valid, *listed.copied}
     shown = [p for p in passages if p in prepared.new_passages or p.number in used]
+    if notice and not shown:  # a follow-up that found only earlier turns' passages: the notice points at them
+        shown = list(passages)
     kept_passages = () if notice else tuple(prepared.new_passages)
     return Final(
         question=prepared.question,

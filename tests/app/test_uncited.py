@@ -233,3 +233,16 @@ def test_the_web_chat_warns_and_shows_the_notice(tiny_engine, monkeypatch):
     contents = [m["content"] for m in exchange.messages()]
     assert contents[-1].startswith(UNCITED) and "kubectl" not in contents[-1]
     assert any("withheld: the drafted answer cited none of its sources" in c for c in contents[:-1])
+
+
+@pytest.mark.withholds_uncited
+def test_a_withheld_follow_up_lists_the_earlier_passages_its_notice_points_at(tiny_engine, monkeypatch):
+    copilot = copilot_saying(tiny_engine, monkeypatch, "[1] Drain it with `scontrol update NodeName=n1 State=DRAIN`.")
+    first = collect(copilot.answer("How do I drain a node?"))
+    assert not first.withheld and [p.number for p in first.turn.passages] == [1, 2]
+    script_answer(copilot, monkeypatch, "Run kubectl uncordon node1.")
+    follow = collect(copilot.answer("And how do I undo it?", [first.turn]))
+    assert follow.withheld == UNCITED and UNCITED.endswith("Check the sources listed below.")
+    assert [p.number for p in follow.passages] == [1, 2]  # the search found only the first turn's passages
+    assert [s["number"] for s in follow.sources] == [1, 2]  # so those are the ones listed below the notice
+    assert not any(s["cited"] for s in follow.sources)
