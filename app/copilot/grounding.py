@@ -47,8 +47,9 @@ _SPACE = re.compile(r"\s+")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
 _SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d+)")
 _VALUE_SPLIT = re.compile(r"[:,]")
-_NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?")  # 20, 0-499%10, [1-16], 16G
-_NUMBER_PREFIX = re.compile(r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?")  # what a number may start as
+# 20, 0-499%10, [1-16], 16G; a date with its hour, as a time value splits at ':' (StartTime=2024-05-01T14:00:00)
+_NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?|\d{4}-\d\d-\d\dT\d\d?")
+_NUMBER_PREFIX = re.compile(r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?|\d{4}-\d\d-\d\dT\d{0,2}")  # its start
 _PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.")
 _JOINERS = re.compile(r"[\W_]+")
 _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reboot` reads as one setting

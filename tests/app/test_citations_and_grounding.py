@@ -68,6 +68,7 @@ def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted(
         "Request GPUs with srun --gpus-per-node=volta:3. "
         "Drain a node: scontrol update NodeName=name State=DRAIN Reason=text.",
         "Jobs may depend on others: sbatch --depend=afterok:123 my.job",
+        "scontrol create reservation StartTime=2009-02-06T16:00:00 Duration=120 Users=root Nodes=ALL",
     ]
     question = "A node c042 needs a firmware update; how do I get 2 GPUs?"
     answer = (
@@ -79,6 +80,8 @@ def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted(
         "```\nscontrol update Firmware=c042\n```\n"  # the question names values, never keys
         "`--gpus-per-node=volta:2`\n"
         "`scontrol firmware`\n"  # a bare word from the question is no subcommand
+        "`scontrol create reservation StartTime=2024-05-01T9:30:00 Duration=120 Users=root Nodes=ALL`\n"  # a time
+        "`scontrol create reservation StartTime=2024-05-01T9:30:00 Duration=120 Users=root Nodes=ALL Flags=X`\n"
     )
     items = {item.text: item for item in check_grounding(answer, passages, question)}
     for text in (
@@ -86,6 +89,7 @@ def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted(
         "scontrol update NodeName=c042 State=DRAIN Reason=firmware_update",
         "scontrol update NodeName=<node> State=DRAIN",
         "--gpus-per-node=volta:2",
+        "scontrol create reservation StartTime=2024-05-01T9:30:00 Duration=120 Users=root Nodes=ALL",
     ):
         assert items[text].found and items[text].adapted, text
     for text in (
@@ -94,8 +98,13 @@ def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted(
         "--afterok=123",
         "scontrol update Firmware=c042",
         "scontrol firmware",
+        "scontrol create reservation StartTime=2024-05-01T9:30:00 Duration=120 Users=root Nodes=ALL Flags=X",
     ):
         assert not items[text].found and not items[text].adapted, text
+    # the decoding filter lets such a time be written: every prefix of it may still complete
+    sources = GroundingSources(passages, question)
+    line = "scontrol create reservation StartTime=2024-05-01T9:30:00"
+    assert all(sources.may_complete(line[:end]) for end in range(len("scontrol create reservation "), len(line) + 1))
     verbatim = check_grounding("`sbatch --depend=afterok:123 my.job`", passages)
     assert verbatim[0].found and not verbatim[0].adapted
 
