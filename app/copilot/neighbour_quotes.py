@@ -24,7 +24,7 @@ from app.copilot.code_spans import FENCE, INLINE, prose, without_fences
 from app.copilot.definitions import Entry, entries_of, first_sentence
 from app.copilot.events import Definition, Passage, Segment
 from app.copilot.markers import MARKER_GROUP
-from app.copilot.quotes import holds, mark_quotes
+from app.copilot.quotes import flat, holds, mark_quotes
 
 MIN_WORDS = 8  # shorter runs are common phrases ("for each user on each cluster") or open several entries alike
 MIN_CHARS = 40
@@ -38,7 +38,7 @@ def neighbour_quotes(answer: str, passages: Sequence[Passage], question: str) ->
     entries = [entry for passage in passages for entry in entries_of(passage) if _coded(entry)]
     if not entries:
         return []
-    text = " ".join(MARKER_GROUP.sub(" ", prose(answer)).split())
+    text = flat(MARKER_GROUP.sub(" ", prose(answer)))
     code = " ".join([*(m.group(0) for m in FENCE.finditer(answer)), *INLINE.findall(without_fences(answer))])
     found: dict[str, Definition] = {}
     for run, holders in _runs(text, passages, entries):
@@ -63,13 +63,13 @@ def _runs(text: str, passages: Sequence[Passage], entries: Sequence[Entry]) -> l
     """Each quote of `text` (quotes.py: the longest runs a passage holds) of MIN_WORDS words or more that an
     entry's description holds whole, with the entries holding it. A quote that runs on beyond a description
     came from elsewhere: a paragraph that shares a phrase with an entry is no entry's words."""
-    flat = [" ".join(entry.description.split()) for entry in entries]
+    descriptions = [flat(entry.description) for entry in entries]
     quoted = mark_quotes([Segment(text)], {p.number: p.text for p in passages})
     runs = []
-    for quote in (" ".join(s.text.split()) for s in quoted if s.passage is not None):
+    for quote in (flat(s.text) for s in quoted if s.passage is not None):
         if len(quote.split()) < MIN_WORDS or len(quote) < MIN_CHARS:
             continue
-        holders = [entry for entry, description in zip(entries, flat, strict=True) if holds(description, quote)]
+        holders = [entry for entry, description in zip(entries, descriptions, strict=True) if holds(description, quote)]
         if holders:
             runs.append((quote, holders))
     return runs

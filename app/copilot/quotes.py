@@ -23,7 +23,8 @@ MIN_QUOTE_CHARS = 20
 _WORD = re.compile(r"\S+")
 
 
-def _flat(text: str) -> str:
+def flat(text: str) -> str:
+    """`text` with every run of whitespace as one space, as quotes are matched."""
     return " ".join(text.split())
 
 
@@ -34,28 +35,28 @@ def holds(passage: str, run: str) -> bool:
 
 def mark_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[Segment]:
     """`segments` with every quote inside the model's own segments split out and given its passage."""
-    flat = {number: _flat(text) for number, text in sorted(passage_texts.items())}
+    flattened = {number: flat(text) for number, text in sorted(passage_texts.items())}
     out: list[Segment] = []
     for segment in segments:
-        out.extend([segment] if segment.passage is not None else _split_quotes(segment.text, flat))
+        out.extend([segment] if segment.passage is not None else _split_quotes(segment.text, flattened))
     return [s for s in out if s.text]
 
 
-def _split_quotes(text: str, flat: Mapping[int, str]) -> list[Segment]:
+def _split_quotes(text: str, passages: Mapping[int, str]) -> list[Segment]:
     words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
     pieces, done, i = [], 0, 0  # done: where the text not yet emitted starts
     while i < len(words):
         end, holder = i, None  # the longest run words[i:end] that a passage holds, and that passage
         while end < len(words):
-            run = _flat(text[words[i][0] : words[end][1]])
-            found = next((n for n, passage in flat.items() if holds(passage, run)), None)
+            run = flat(text[words[i][0] : words[end][1]])
+            found = next((n for n, passage in passages.items() if holds(passage, run)), None)
             if found is None:
                 break
             end, holder = end + 1, found
         start, stop = words[i][0], words[end - 1][1] if end > i else 0
         if holder is not None and end < len(words):  # it may end inside the next word ("explanation." / "as")
             for cut in range(words[end][0] + 1, words[end][1]):
-                if not holds(flat[holder], _flat(text[start:cut])):
+                if not holds(passages[holder], flat(text[start:cut])):
                     break
                 if not text[cut].isalnum():  # whole words only: "explanation", never "expl"
                     stop = cut

@@ -24,7 +24,7 @@ from itertools import pairwise
 from app.copilot.code_spans import prose
 from app.copilot.events import Passage, Segment, Splice
 from app.copilot.markers import MARKER_GROUP
-from app.copilot.quotes import holds, mark_quotes
+from app.copilot.quotes import flat, holds, mark_quotes
 
 MAX_JOIN_WORDS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|\n")
@@ -44,7 +44,7 @@ def spliced_sentences(answer: str, passages: Sequence[Passage]) -> list[Splice]:
             for first, second in _joined_quotes(segments):
                 source = _spliced_in(first.text, second.text, items)
                 if source is not None:
-                    found.append(Splice(_flat(first.text), _flat(second.text), source))
+                    found.append(Splice(flat(first.text), flat(second.text), source))
     return found
 
 
@@ -53,7 +53,7 @@ def items_of(text: str) -> list[str]:
     items: list[str] = []
     for block in _BLOCK_END.split(text):
         cuts = sorted({0, *(m.start() for m in _ITEM_START.finditer(block)), len(block)})
-        pieces = [_flat(block[a:b]) for a, b in pairwise(cuts) if block[a:b].strip()]
+        pieces = [flat(block[a:b]) for a, b in pairwise(cuts) if block[a:b].strip()]
         merged: list[str] = []
         for piece in pieces:  # a definition entry's term ("- FAILING") goes with its description
             if merged and _is_term(merged[-1]):
@@ -85,14 +85,10 @@ def _joined_quotes(segments: Sequence[Segment]) -> list[tuple[Segment, Segment]]
 
 def _spliced_in(first: str, second: str, items: dict[int, list[str]]) -> int | None:
     """The passage holding both quotes in two different items when no item anywhere holds both, else None."""
-    a, b = _flat(first), _flat(second)
+    a, b = flat(first), flat(second)
     if any(holds(item, a) and holds(item, b) for passage in items.values() for item in passage):
         return None
     for number, passage in items.items():
         if any(holds(item, a) for item in passage) and any(holds(item, b) for item in passage):
             return number
     return None
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
