@@ -267,7 +267,7 @@ def grounding_html(
     if not lines:
         return note
     return (
-        '<div class="sr-warn"><div class="sr-h">⚠ Check before running or acting on it: not found in the sources</div>'
+        '<div class="sr-warn"><div class="sr-h">⚠ Check before running or acting on it</div>'
         f"<ul>{''.join(lines)}</ul></div>{note}"
     )
 

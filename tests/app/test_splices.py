@@ -33,7 +33,9 @@ def test_one_items_subject_with_anothers_verdict_is_reported():
     final = final_from_text(QUESTION, [THRESHOLDS], SPLICED, "eos")
     warnings = [text for level, text in check_notes(final, code=str) if level == "warning"]
     assert any("come from two different items of [1], joined in one sentence" in w for w in warnings)
-    assert "two different items of [1]" in details_html(final)
+    html = details_html(final)
+    assert "two different items of [1]" in html
+    assert "Check before running or acting on it</div>" in html  # the words are found: no "not found" heading
 
 
 def test_an_items_own_words_are_no_splice():
