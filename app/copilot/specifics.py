@@ -23,6 +23,9 @@ a comparable form:
   sentence (version, release, driver, firmware...: "the driver version for CUDA 12 is
   470.59"): the same text; an upgrade to a made-up driver version is acted on as surely as a
   made-up command;
+- time: a time of day or clock duration (`01:00`, `23:59:30`): the same hours, minutes and
+  seconds (`1:00` = `01:00`). Asked for a maintenance window the docs do not give, an answer said
+  "from 01:00 to 03:00", the hours of the prompt's worked example (session 27);
 - name: two or three capitalised words in a row (a sentence's first word is skipped when
   the sources use it) of which at least two appear nowhere in the passages or question,
   such as a made-up person ("John Smith"); only such names are listed (always not found):
@@ -108,6 +111,10 @@ _MORE = r"(?:more|extra|additional|full|whole)"
 _NUMBER_WORD = re.compile(rf"\b({'|'.join(_NUMBER_WORDS)})\b(?=(?:\s+{_MORE})?\s+\w)", re.I)
 _VERSION = re.compile(r"(?<![\w.:/-])v?\d+(?:\.\d+){2,}(?![\w-]|\.\w)")
 _SHORT_VERSION = re.compile(r"(?<![\w.:/-])v?\d+\.\d+(?![\w-]|\.\w)")
+# also a date-time's (`2009-02-06T16:00:00` holds the time 16:00)
+_TIME = re.compile(
+    r"(?:(?<=\dT)|(?<![\w:.-]))([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?(?:(?=[AaPp][Mm]\b)|(?![\w:]|\.\d))"
+)  # 12:30PM as 12:30
 _SENTENCE_BREAK = re.compile(r"\n|[.;!?]\s")
 _VERSION_WORD = re.compile(r"\b(?:versions?|releases?|drivers?|firmware|kernel|upgrade|update)\b", re.I)
 _NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[ ](?:[A-Z]\.[ ])?[A-Z][a-z]+){1,2}(?![\w-])")
@@ -127,6 +134,7 @@ class SpecificsChecker:
         self._sources = "\n".join([*passages, question])
         self._phones = {_digits(text) for _, text in _phones(self._sources)}
         self._quantities = {_quantity_key(text) for _, text in _quantities(_with_digits(self._sources))}
+        self._times = {_time_key(text) for _, text in _times(self._sources)}
         self._vocabulary = {w.casefold() for w in _WORD.findall(self._sources)}
 
     def check(self, answer: str) -> list[GroundingItem]:
@@ -139,6 +147,7 @@ class SpecificsChecker:
             "phone": _phones,
             "quantity": _quantities,
             "version": _versions,
+            "time": _times,
         }
         spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
         spans += [(start, "name", text) for start, text in _names(prose, self._vocabulary)]
@@ -162,6 +171,8 @@ class SpecificsChecker:
             return _digits(text) in self._phones
         if kind == "quantity":
             return _quantity_key(text) in self._quantities
+        if kind == "time":
+            return _time_key(text) in self._times
         return False  # a name is listed only when its words are in no source
 
 
@@ -204,6 +215,15 @@ def _versions(text: str) -> Iterable[tuple[int, str]]:
 
 def _quantities(text: str) -> list[tuple[int, str]]:
     return [(m.start(), m.group(0)) for m in _QUANTITY.finditer(text) if _unit(m.group(2)) is not None]
+
+
+def _times(text: str) -> list[tuple[int, str]]:
+    return [(m.start(), m.group(0)) for m in _TIME.finditer(text)]
+
+
+def _time_key(text: str) -> tuple[int, int, int]:
+    hours, minutes, seconds = (int(part) for part in [*text.split(":"), "0"][:3])
+    return hours, minutes, seconds
 
 
 def _names(text: str, vocabulary: set[str]) -> Iterable[tuple[int, str]]:

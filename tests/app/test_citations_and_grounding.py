@@ -3,6 +3,7 @@
 from app.copilot import Passage
 from app.copilot.citations import build_citations, cited_numbers, provenance_segments
 from app.copilot.grounding import GroundingSources, check_grounding
+from app.copilot.specifics import check_specifics
 from app.copilot.withhold import withheld_notice
 
 PASSAGES = [
@@ -199,6 +200,21 @@ def test_quantities_match_across_unit_synonyms_and_spacing():
     assert items["45 minutes"] == ("quantity", False) and items["4 GB"] == ("quantity", False)
     assert items["20%"] == ("quantity", False)
     assert specifics("Use 12 GB, then 2 GB.") == {"12 GB": ("quantity", False), "2 GB": ("quantity", True)}
+
+
+def test_a_time_of_day_is_checked_against_the_sources_times():
+    passages = ["Create it with scontrol create reservation StartTime=2009-02-06T16:00:00 Duration=60."]
+    # the worked example's hours given as a site's maintenance window (session 27)
+    items = {i.text: (i.kind, i.found) for i in check_specifics("The window is from 01:00 to 03:00 [3].", passages)}
+    assert items == {"01:00": ("time", False), "03:00": ("time", False)}
+    # a date-time's time is the source's; 4:00 is 04:00; the question's own time is the user's
+    answer = "It starts at 16:00, not 4:00, and the outage began at 02:10; lunch at 12:30 PM."
+    sources = [*passages, "a job at 04:00 and one at 12:30PM"]
+    items = {i.text: i.found for i in check_specifics(answer, sources, "it failed at 02:10")}
+    assert items == {"16:00": True, "4:00": True, "02:10": True, "12:30": True}
+    # neither a ratio, an address with its port, a command's time limit nor a bare hour is a time of day
+    listed = check_specifics("A 3:1 ratio on 10.0.0.1:8080; run `sbatch --time=10:00 job.sh` at 9.", passages)
+    assert [item.kind for item in listed] == ["version"]  # the address, as before
 
 
 def test_the_question_counts_as_a_source_for_specifics():
