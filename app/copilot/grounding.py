@@ -22,11 +22,11 @@ Items:
 - path: every absolute or home path (`/etc/slurm/slurm.conf`, `~/.ssh/config`).
 
 An operator may also act on a specific the model made up (call a pager number, mail an
-address, wait 30 minutes), so these are checked too, in prose and code alike (specifics.py
+address, wait 30 minutes), so these are checked too, in the answer's prose (specifics.py
 says how each kind is matched): email, url, host, phone, number (a phone-shaped id such as
 a job id), quantity (a number with a time,
-size, percent, rate or temperature unit) and name (a capitalised multi-word name with a
-word no passage uses).
+size, percent, rate or temperature unit), version, time (of day: `01:00`) and name (a
+capitalised multi-word name with a word no passage uses).
 """
 
 from __future__ import annotations
