@@ -148,3 +148,30 @@ def test_the_footers_notes_escape_what_they_quote_from_the_sources_once():
     footer = render.footer(final)
     assert "`-j`, as [1] (sstat) defines it: “Format is &lt;job(.step)&gt;. Stat this job step" in footer
     assert "<job" not in footer and "&amp;lt;" not in footer  # Slack's control characters escaped, and only once
+
+
+def test_the_footer_warns_of_a_spliced_sentence_and_names_a_neighbours_description():
+    from app.copilot.events import Passage
+    from app.copilot.pipeline import final_from_text
+
+    thresholds = Passage(
+        1,
+        "- **One node failing the probe**: P3. Drain the node.\n"
+        "- **More than 5 % of worker nodes failing**: a site-wide problem, usually the squids. P2, page on-call.",
+        "cvmfs.md",
+        "CVMFS",
+    )
+    answer = "[1] One node failing the probe makes it a site-wide problem, usually the squids."
+    footer = render.footer(final_from_text("And one node?", [thresholds], answer, "eos"))
+    assert "“One node failing the probe” and “a site-wide problem, usually the squids.” come from two" in footer
+    states = Passage(
+        2,
+        "- DRAINING\n- The node is currently executing a job, but will not be allocated additional jobs.\n\n"
+        "- FAILING\n- The node & its job are expected to fail soon, and the node is unavailable for use.",
+        "sinfo.html",
+        "sinfo",
+    )
+    answer = "[2] The node & its job are expected to fail soon, and the node is unavailable for use."
+    footer = render.footer(final_from_text("What does DRAIN mean?", [states], answer, "eos"))
+    assert "is how [2] (sinfo) describes `FAILING`, which neither the question nor the answer names" in footer
+    assert "&amp;" in footer and "&amp;amp;" not in footer  # the quote's & escaped once
