@@ -110,6 +110,18 @@ def test_questions_are_well_formed() -> None:
             assert page not in q["question"], f"{q['id']}: question names its own gold page"
 
 
+def test_runbook_questions_point_at_runbooks_that_hold_their_keywords() -> None:
+    path = corpora.bundled_runbooks_dir().parent / "runbook_questions.jsonl"
+    questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len({q["id"] for q in questions}) == len(questions) == 36
+    assert sum(not q["gold"] for q in questions) >= 5
+    for q in questions:
+        assert bool(q["gold"]) == bool(q["answer_keywords"]) == (q["kind"] != "unanswerable"), q["id"]
+        texts = [(corpora.bundled_runbooks_dir() / name).read_text(encoding="utf-8") for name in q["gold"]]
+        for keyword in q["answer_keywords"]:
+            assert any(keyword in text for text in texts), f"{q['id']}: {keyword!r} is in none of {q['gold']}"
+
+
 def test_at_least_five_questions_the_docs_cannot_answer() -> None:
     assert sum(q["kind"] == "unanswerable" for q in _load_questions()) >= 5
 
