@@ -9,7 +9,8 @@ the [n] is right, so no other check speaks; the sentence says the opposite of it
 
 So a sentence is reported when two quotes of it (quotes.py: longest runs a passage holds, 4
 words and 20 characters at least), joined by at most MAX_JOIN_WORDS words of the model's own,
-come from one passage but from two of its items, no item holding both. An item is a list item,
+come from one passage but from two of its items, no item holding both, unless those words only
+coordinate them ("and", "or", "then": two statements, each its own item's). An item is a list item,
 a table row or a paragraph; a definition entry's short term line goes with its description.
 Words left out inside one paragraph ("The reason ... is printed within parenthesis") are a
 summary, not a splice, and pass.
@@ -27,6 +28,8 @@ from app.copilot.markers import MARKER_GROUP
 from app.copilot.quotes import flat, holds, mark_quotes
 
 MAX_JOIN_WORDS = 3
+# a join of these only lists two statements, each true in its own item ("... and ..."), no splice
+_COORDINATING = {"and", "or", "then", "also", "plus", "but"}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|\n")
 _BLOCK_END = re.compile(r"\n[ \t]*\n")
 _ITEM_START = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)]|\|)[ \t]", re.M)
@@ -78,7 +81,9 @@ def _joined_quotes(segments: Sequence[Segment]) -> list[tuple[Segment, Segment]]
         j, join = i + 1, ""
         if j < len(segments) and segments[j].passage is None:
             j, join = j + 1, segments[j].text
-        if j < len(segments) and segments[j].passage is not None and len(join.split()) <= MAX_JOIN_WORDS:
+        words = [word.strip(",;").lower() for word in join.split()]
+        listed = bool(words) and set(words) - {""} <= _COORDINATING
+        if j < len(segments) and segments[j].passage is not None and len(words) <= MAX_JOIN_WORDS and not listed:
             pairs.append((first, segments[j]))
     return pairs
 

@@ -44,6 +44,12 @@ def test_an_items_own_words_are_no_splice():
     # two items quoted in two sentences are two statements, each of its own item
     both = "[1] One node failing the probe: P3. More than 5 % of worker nodes (12 or more of the 240) failing: P2."
     assert spliced_sentences(both, [THRESHOLDS]) == []
+    # two items listed in one sentence, joined only by "and" or "then", each keep their own words
+    listed = (
+        "[1] Drain the node, fix it or hand it to the Grid Middleware Expert and page the On-call Site Administrator."
+    )
+    assert spliced_sentences(listed, [THRESHOLDS]) == []
+    assert spliced_sentences(listed.replace(" and ", " to "), [THRESHOLDS])  # "to" makes one a purpose of the other
 
 
 def test_words_left_out_of_one_paragraph_are_a_summary():
