@@ -154,24 +154,22 @@ def test_the_footer_warns_of_a_spliced_sentence_and_names_a_neighbours_descripti
     from app.copilot.events import Passage
     from app.copilot.pipeline import final_from_text
 
-    thresholds = Passage(
-        1,
+    def footer(question: str, text: str, answer: str) -> str:
+        return render.footer(final_from_text(question, [Passage(1, text, "doc.md", "sinfo")], answer, "eos"))
+
+    thresholds = (
         "- **One node failing the probe**: P3. Drain the node.\n"
-        "- **More than 5 % of worker nodes failing**: a site-wide problem, usually the squids. P2, page on-call.",
-        "cvmfs.md",
-        "CVMFS",
+        "- **More than 5 % of worker nodes failing**: a site-wide problem, usually the squids. P2, page on-call."
     )
-    answer = "[1] One node failing the probe makes it a site-wide problem, usually the squids."
-    footer = render.footer(final_from_text("And one node?", [thresholds], answer, "eos"))
-    assert "“One node failing the probe” and “a site-wide problem, usually the squids.” come from two" in footer
-    states = Passage(
-        2,
+    spliced = footer(
+        "And one node?", thresholds, "[1] One node failing the probe makes it a site-wide problem, usually the squids."
+    )
+    assert "“One node failing the probe” and “a site-wide problem, usually the squids.” come from two" in spliced
+    states = (
         "- DRAINING\n- The node is currently executing a job, but will not be allocated additional jobs.\n\n"
-        "- FAILING\n- The node & its job are expected to fail soon, and the node is unavailable for use.",
-        "sinfo.html",
-        "sinfo",
+        "- FAILING\n- The node & its job are expected to fail soon, and the node is unavailable for use."
     )
-    answer = "[2] The node & its job are expected to fail soon, and the node is unavailable for use."
-    footer = render.footer(final_from_text("What does DRAIN mean?", [states], answer, "eos"))
-    assert "is how [2] (sinfo) describes `FAILING`, which neither the question nor the answer names" in footer
-    assert "&amp;" in footer and "&amp;amp;" not in footer  # the quote's & escaped once
+    answer = "[1] The node & its job are expected to fail soon, and the node is unavailable for use."
+    neighbour = footer("What does DRAIN mean?", states, answer)
+    assert "is how [1] (sinfo) describes `FAILING`, which neither the question nor the answer names" in neighbour
+    assert "&amp;" in neighbour and "&amp;amp;" not in neighbour  # the quote's & escaped once
