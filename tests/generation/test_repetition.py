@@ -37,6 +37,7 @@ def test_a_counting_loop_stops_when_numerals_count_as_one_token():
     classes = numeral_classes(tokenizer)
     assert sorted(classes) == sorted(tokenizer.convert_tokens_to_ids(list("0123456789")))
     assert set(classes.values()) == {NUMERAL}
+    assert numeral_classes(tokenizer, chunk=7) == classes  # read a few ids at a time, the same classes
     # 48 byte tokens: about the 16 Qwen tokens of the default span
     # "--mem=137M --mem=274M ...": every 48-token window holds a number no other window has
     loop = tokenizer.encode("srun" + "".join(f" --mem={137 * n}M" for n in range(1, 30)))
