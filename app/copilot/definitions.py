@@ -54,7 +54,7 @@ _CODE_KINDS = ("code", "command", "option")
 # a setting, reason or state named in prose: a word with two capitals or more and a small letter (InactiveLimit,
 # QOSMaxJobsPerUserLimit) or an underscore (OUT_OF_MEMORY), not an acronym (ID, CPU); the question may also name a
 # code of four capitals or more (DRAIN). Either counts only where an entry of the sources is headed by that name.
-_SETTING = re.compile(r"(?<![\w-])(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z_])[A-Za-z]\w*(?![\w-])")
+SETTING = re.compile(r"(?<![\w-])(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z_])[A-Za-z]\w*(?![\w-])")
 _STATE_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
 
 
@@ -86,8 +86,8 @@ def defined_options(
     if not entries:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
-    used.append(("", [(name, "") for name in _SETTING.findall(prose(answer))]))
-    asked = [*options(question), *_SETTING.findall(question), *_STATE_CODE.findall(question)]
+    used.append(("", [(name, "") for name in SETTING.findall(prose(answer))]))
+    asked = [*options(question), *SETTING.findall(question), *_STATE_CODE.findall(question)]
     used.append(("", [(name, "") for name in asked]))
     shown: dict[str, Definition] = {}
     for tool, names in used:

@@ -21,15 +21,14 @@ import re
 from collections.abc import Sequence
 
 from app.copilot.code_spans import FENCE, INLINE, prose, without_fences
-from app.copilot.definitions import Entry, entries_of, first_sentence
+from app.copilot.definitions import SETTING, Entry, entries_of, first_sentence
 from app.copilot.events import Definition, Passage, Segment
 from app.copilot.markers import MARKER_GROUP
 from app.copilot.quotes import flat, holds, mark_quotes
 
 MIN_WORDS = 8  # shorter runs are common phrases ("for each user on each cluster") or open several entries alike
 MIN_CHARS = 40
-_CODE = re.compile(r"[A-Z][A-Z0-9_]{2,}")
-_SETTING = re.compile(r"(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z])[A-Za-z]\w*")
+_CODE = re.compile(r"[A-Z][A-Z0-9_]{2,}")  # a code of 3 capitals or more (MIX, IDLE); a setting is definitions.SETTING
 _WORD = re.compile(r"--?[A-Za-z][\w-]*|\w[\w-]*")
 
 
@@ -56,7 +55,7 @@ def neighbour_quotes(answer: str, passages: Sequence[Passage], question: str) ->
 
 
 def _coded(entry: Entry) -> bool:
-    return any(name.startswith("-") or _CODE.fullmatch(name) or _SETTING.fullmatch(name) for name in entry.names)
+    return any(name.startswith("-") or _CODE.fullmatch(name) or SETTING.fullmatch(name) for name in entry.names)
 
 
 def _runs(text: str, passages: Sequence[Passage], entries: Sequence[Entry]) -> list[tuple[str, list[Entry]]]:

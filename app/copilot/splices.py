@@ -30,7 +30,7 @@ from app.copilot.quotes import flat, holds, mark_quotes
 MAX_JOIN_WORDS = 3
 # a join of these only lists two statements, each true in its own item ("... and ..."), no splice
 _COORDINATING = {"and", "or", "then", "also", "plus", "but"}
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")  # within a line: lines are split first
 _BLOCK_END = re.compile(r"\n[ \t]*\n")
 _ITEM_START = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)]|\|)[ \t]", re.M)
 _TERM_END = re.compile(r"[.:;!?]$")
