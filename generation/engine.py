@@ -161,6 +161,21 @@ class Engine:
         draft_seconds = time.perf_counter() - start - target_seconds
         return PrefillSnapshot(copy.deepcopy(self.target.cache), draft_cache, target_seconds, draft_seconds)
 
+    def next_token_logprobs(self, prompt_ids: Sequence[int], candidates: Sequence[int]) -> list[float]:
+        """The target's log-probabilities of `candidates` as the token after `prompt_ids` (e.g. Yes and No).
+
+        The prompt becomes the target's snapshot, so a later prompt that shares its start (the answer
+        after a judgement) prefills only what differs."""
+        ids = list(prompt_ids)
+        if not ids:
+            raise SpecragError("the prompt is empty: nothing to score")
+        logits = self.target.prefill(ids)
+        if logits is None:  # the whole prompt came from the cache: feed its last token again
+            self.target.crop(len(ids) - 1)
+            logits = self.target.extend(ids[-1:], last_only=True)
+        logprobs = logits[-1].float().log_softmax(-1)
+        return [float(logprobs[token]) for token in candidates]
+
     def pass_seconds(self, sizes: Sequence[int], context: int, repeats: int = 3) -> tuple[dict[int, float], float]:
         """Seconds of a target pass over n tokens after `context` random tokens, and of that context's prefill."""
         ids = torch.randint(0, self.target.vocab_size, (context,)).tolist()

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.copilot.repeats import shown_answer
 
-STAGES = ("searching", "passages", "prefilling", "generating")
+STAGES = ("searching", "passages", "checking", "prefilling", "generating")
 
 
 @dataclass(frozen=True)

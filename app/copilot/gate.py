@@ -12,36 +12,67 @@ A threshold holds only for the embedding model it was calibrated with: THRESHOLD
 model ids to thresholds, and an index built with another model is not gated (the
 reading says `calibrated: false`). The thresholds were calibrated on a development split
 of our own questions (`python -m app.copilot.gate_calibration`; figures in README.md).
+
+The judge, a second look for questions below the threshold. Cosine misses answerable questions worded
+unlike the docs ("stuck in CG state"), so before refusing one, the copilot asks the target model itself,
+with the prompt the answer would get but closing with JUDGE_QUESTION, whether the answer is in the
+sources; its log-odds of "Yes" over "No" as the first token at or above JUDGE_THRESHOLDS[target] lets the
+question through. The judge prompt shares every token up to the question with the answer's, so a rescued
+answer prefills only its closing line; a refused one cost ~20 tokens more than the refusal's passages.
+Only the target it was calibrated with gets a judge (`gate_calibration --judge`); another target is
+gated by cosine alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from app.copilot.events import Passage
 from app.copilot.source_paths import short_paths
 
 GATE_MODES = ("off", "warn", "refuse")
 THRESHOLDS = {"sentence-transformers/all-MiniLM-L6-v2": 0.49}  # dev split of corpora/slurm questions: see README
+# the judge's log-odds threshold per target model (as named in ModelOptions.target): see README
+JUDGE_THRESHOLDS = {"default-target": 0.58}
 
 
 @dataclass(frozen=True)
 class Relevance:
     similarity: float | None  # best dense cosine among the passages; None when none has one
     threshold: float | None  # None: no threshold for this embedding model, so no judgement
+    judge_threshold: float | None = None  # None: no judge for this target model
+    judged: float | None = None  # the judge's log-odds of Yes over No; None while it has not been asked
 
     @property
-    def covered(self) -> bool:
+    def close(self) -> bool:
+        """A passage is as close to the question as the threshold asks (or nothing is gated)."""
         if self.threshold is None:
             return True
         return self.similarity is not None and self.similarity >= self.threshold
+
+    @property
+    def needs_judge(self) -> bool:
+        """Below the threshold, with a judge for this target that has not been asked yet."""
+        return not self.close and self.judge_threshold is not None and self.judged is None
+
+    @property
+    def covered(self) -> bool:
+        if self.close:
+            return True
+        return self.judged is not None and self.judge_threshold is not None and self.judged >= self.judge_threshold
+
+    def with_judgement(self, log_odds: float) -> Relevance:
+        return replace(self, judged=round(log_odds, 4))
 
     def to_dict(self) -> dict:
         return {
             "similarity": self.similarity,
             "threshold": self.threshold,
             "calibrated": self.threshold is not None,
+            "judged": self.judged,
+            "judge_threshold": self.judge_threshold,
             "covered": self.covered,
         }
 
@@ -51,19 +82,34 @@ def best_similarity(passages: Sequence[Passage]) -> float | None:
     return max((p.similarity for p in passages if p.similarity is not None), default=None)
 
 
-def assess(passages: Sequence[Passage], embedding_model: str | None) -> Relevance:
-    return Relevance(best_similarity(passages), THRESHOLDS.get(embedding_model or ""))
+def assess(passages: Sequence[Passage], embedding_model: str | None, target: str | None = None) -> Relevance:
+    threshold = THRESHOLDS.get(embedding_model or "")
+    judge = JUDGE_THRESHOLDS.get(target or "") if threshold is not None else None
+    return Relevance(best_similarity(passages), threshold, judge)
+
+
+def judge_tokens(tokenizer: Any) -> tuple[int, int] | None:
+    """The token ids of "Yes" and "No" opening an answer; None when the tokenizer cannot tell them apart."""
+    yes, no = (tokenizer(word, add_special_tokens=False)["input_ids"] for word in ("Yes", "No"))
+    return (yes[0], no[0]) if yes and no and yes[0] != no[0] else None
 
 
 def _match(reading: dict) -> str:
-    return (
+    match = (
         f"the closest source matches the question at {reading['similarity']:.2f}, "
         f"below the relevance gate's {reading['threshold']:.2f}"
+    )
+    if reading.get("judged") is None or reading.get("judge_threshold") is None:
+        return match
+    return (
+        f"{match}, and asked, the model did not find the answer in them "
+        f"(log-odds {reading['judged']:.2f}, below {reading['judge_threshold']:.2f})"
     )
 
 
 def why_refused(reading: dict | None) -> str:
-    """The stats line of a gated answer: the best source's similarity against the threshold (Relevance.to_dict)."""
+    """The stats line of a gated answer: the best source's similarity against the threshold, and the
+    judge's verdict when it was asked (Relevance.to_dict)."""
     if not reading or reading.get("similarity") is None or reading.get("threshold") is None:
         return "not answered: the relevance gate found no source close enough"
     return f"not answered: {_match(reading)}"

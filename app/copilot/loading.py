@@ -20,6 +20,7 @@ class LoadedEngine:
     draft_int8: bool = False  # the draft's linear layers run with dynamic int8 weights
     linear_layout_patched: bool = False
     quant: str = "none"  # the numeric path the models run on: int4 | int8 | none
+    target: str = ""  # the target as named in ModelOptions ("default-target"): what a judge is calibrated for
 
     def describe(self) -> dict:
         return {
@@ -49,5 +50,11 @@ def load_engine(options: ModelOptions) -> LoadedEngine:
     )
     engine = Engine(models.target, models.tokenizer, models.draft)
     return LoadedEngine(
-        engine, models.target_path, models.draft_path, models.draft_int8, models.linear_layout_patched, models.quant
+        engine,
+        models.target_path,
+        models.draft_path,
+        models.draft_int8,
+        models.linear_layout_patched,
+        models.quant,
+        options.target,
     )

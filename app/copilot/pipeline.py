@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from app.copilot import citations as cite
@@ -30,6 +30,7 @@ from app.copilot.loading import LoadedEngine
 from app.copilot.neighbour_quotes import neighbour_quotes
 from app.copilot.options import AnswerOptions, CopilotOptions
 from app.copilot.prompting import (
+    JUDGE_QUESTION,
     build_messages,
     encode_chunks,
     encode_prompt,
@@ -57,6 +58,7 @@ class EmptyQuestionError(SpecragError):
 
 
 SEARCHING = "searching the runbooks…"  # the status while the index is searched
+CHECKING = "the closest source is a weak match: asking the model whether the sources answer the question…"
 
 
 def checked_question(question: str) -> str:
@@ -236,7 +238,9 @@ class Copilot:
             searched_alone = bool(history) and query == question
         # retrieved passages carry their similarity (also when a caller such as eval retrieved them)
         retrieved = any(p.similarity is not None for p in passages)
-        relevance = gate.assess(passages, self.embedding_model) if options.gate != "off" and retrieved else None
+        relevance = None
+        if options.gate != "off" and retrieved:
+            relevance = gate.assess(passages, self.embedding_model, self.loaded.target if self.loaded else None)
         retrieval_s = time.perf_counter() - started
         prepared = self._prepare(question, list(history), list(passages), options, searched_alone)
         prepared.relevance = relevance
@@ -247,7 +251,9 @@ class Copilot:
             "sources": [f"[{p.number}] {passage_label(p)}" for p in prepared.new_passages],
             **prepared.notes,
         }
-        if relevance is not None and not relevance.covered:
+        # below the threshold, the judge has the last word, under the engine lock (gate.py)
+        judge = relevance is not None and relevance.needs_judge and gate.judge_tokens(self.engine.tokenizer) is not None
+        if relevance is not None and not relevance.covered and not judge:
             detail["relevance"] = relevance.to_dict()
             if options.gate == "refuse":
                 yield Status("passages", "the sources do not cover this question", detail)
@@ -262,18 +268,48 @@ class Copilot:
         )
         with self._engine_lock:  # answers queue here; closing the stream releases it
             try:
-                yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
-                warm = self._warm() if not self._warmed else _Warm()
+                if judge:
+                    yield Status("checking", CHECKING)
+                    warm = self._warm() if not self._warmed else _Warm()
+                    warm = self._judge(prepared, warm)
+                    if not prepared.relevance.covered:
+                        reading = prepared.relevance.to_dict()
+                        if options.gate == "refuse":
+                            yield Status("checking", "the sources do not cover this question", {"relevance": reading})
+                            yield from self._refuse(prepared, started, retrieval_s, warm.seconds)
+                            return
+                        warning = gate.weak_match_warning(reading)
+                        yield Status("checking", f"warning: {warning}", {"relevance": reading})
+                    yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
+                else:
+                    yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
+                    warm = self._warm() if not self._warmed else _Warm()
                 yield from self._generate(prepared, options, started, retrieval_s, warm)
             finally:
                 release_free_memory()  # keeps a long-running front end's memory flat (core/memory.py)
 
-    def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float) -> Iterator[Event]:
-        """The gate's answer: no model runs; the nearest sources are listed."""
+    def _judge(self, prepared: _Prepared, warm: _Warm) -> _Warm:
+        """Ask the target whether the passages answer the question (gate.py) and record its verdict in
+        `prepared.relevance`. Under the engine lock. Returns `warm` with the judgement's prefill added:
+        the answer's prompt shares it up to the closing line, so its own prefill is that line."""
+        engine = self.engine
+        yes, no = gate.judge_tokens(engine.tokenizer)
+        messages = build_messages(prepared.question, prepared.new_passages, prepared.history_messages, JUDGE_QUESTION)
+        ids = encode_prompt(engine.tokenizer, messages)
+        start = time.perf_counter()
+        logprob_yes, logprob_no = engine.next_token_logprobs(ids, (yes, no))
+        prepared.relevance = prepared.relevance.with_judgement(logprob_yes - logprob_no)
+        computed = len(ids) - engine.target.reused
+        return _Warm(warm.prefilled_tokens + computed, warm.seconds + time.perf_counter() - start)
+
+    def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float, judge_s: float = 0.0) -> Iterator[Event]:
+        """The gate's answer: no answer is generated (the judge may have run: `judge_s`); the nearest sources
+        are listed."""
         text = gate.refusal_text(prepared.new_passages)
         stats = {
             "new_tokens": 0,
             "retrieval_s": round(retrieval_s, 4),
+            **({"judge_s": round(judge_s, 4)} if judge_s else {}),
             "elapsed_s": round(time.perf_counter() - started, 4),
         }
         yield Token(text, [], [], stats)
@@ -331,7 +367,7 @@ class Copilot:
                     f"it exceeds the model's context of {self.engine.context_limit} tokens: shorten the question or "
                     "lower max_new_tokens"
                 )
-        return _Prepared(question, history, kept.passages, new, kept.answers, prompt_ids, notes)
+        return _Prepared(question, history, kept.passages, new, kept.answers, prompt_ids, notes, kept.messages)
 
     def _generate(
         self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float, warm: _Warm
@@ -535,6 +571,7 @@ class _Prepared:
     answers: list[str]  # earlier answers, copy sources for the n-gram drafter
     prompt_ids: list[int]
     notes: dict[str, Any]
+    history_messages: list[dict[str, str]] = field(default_factory=list)  # the kept turns, as the prompt has them
     relevance: gate.Relevance | None = None
 
     @property

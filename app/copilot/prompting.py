@@ -29,26 +29,33 @@ SYSTEM_PROMPT = (
 )
 # Repeated right before the answer: a 1.5B model follows the instruction nearest to it best.
 REMINDER = "Answer from these sources; open with the [n] of your source and cite [n] in every sentence."
+# Closes the relevance gate's judge prompt instead of the reminder (gate.py): the model's first token, Yes or
+# No, says whether it reads the answer in the sources. Of three wordings probed on the dev split of the Slurm
+# questions (session 28, 93 rows), this one separated answerable from unanswerable best (AUC 0.937; 0.930
+# and 0.932 for "Do the sources above contain the answer...?" and "Can this question be answered from...?").
+JUDGE_QUESTION = "Is the answer to this question written in one of the sources? Yes or No."
 
 
 def build_messages(
-    question: str, passages: Sequence[Passage], history: Sequence[dict[str, str]] = ()
+    question: str, passages: Sequence[Passage], history: Sequence[dict[str, str]] = (), closing: str = REMINDER
 ) -> list[dict[str, str]]:
     """The system message, earlier turns (already rendered), then the numbered passages and the question.
 
     The layout keeps a conversation's prompt append-only: turn t's messages are a prefix of
     turn t+1's as long as the history keeps them whole, so a follow-up prefills only the
-    new turn and its new passages (the engine reuses the cached prefix).
+    new turn and its new passages (the engine reuses the cached prefix). `closing`, the line after
+    the question: JUDGE_QUESTION makes the relevance gate's judge prompt, which shares every token
+    up to it with the answer's.
     """
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         *DEMONSTRATION,
         *history,
-        {"role": "user", "content": user_content(question, passages)},
+        {"role": "user", "content": user_content(question, passages, closing)},
     ]
 
 
-def user_content(question: str, passages: Sequence[Passage]) -> str:
+def user_content(question: str, passages: Sequence[Passage], closing: str = REMINDER) -> str:
     """Each passage under its own `Source n (title › heading):` line, then the question and the reminder.
 
     The passages are listed best last, nearest the question, numbers unchanged (Source 5 ...
@@ -59,7 +66,7 @@ def user_content(question: str, passages: Sequence[Passage]) -> str:
     if not passages:
         return f"Question: {question}"
     blocks = [_header(p) + p.text.strip() for p in reversed(passages)]
-    return "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{REMINDER}"
+    return "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {question}\n{closing}"
 
 
 def _header(passage: Passage) -> str:

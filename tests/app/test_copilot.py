@@ -216,7 +216,14 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
     assert final.gated and final.finish_reason == "gated" and final.output_ids == []
     assert "do not cover" in final.answer and "runbook-0.md" in final.answer  # the nearest sources are named
     assert not any(isinstance(e, Status) and e.stage == "prefilling" for e in events)
-    assert final.relevance == {"similarity": 0.3, "threshold": 0.5, "calibrated": True, "covered": False}
+    assert final.relevance == {
+        "similarity": 0.3,
+        "threshold": 0.5,
+        "calibrated": True,
+        "judged": None,
+        "judge_threshold": None,
+        "covered": False,
+    }
     # the nearest sources are listed, not cited: no source is marked as the answer's
     assert not any(source["cited"] for source in final.sources) and final.citations.markers == []
     from app.web.session import Exchange
@@ -282,6 +289,89 @@ def test_gate_passes_relevant_questions_and_never_judges_uncalibrated_models(cop
     assert not final.gated and final.relevance["calibrated"] is False
     given = [Passage(1, "unrelated text", "x.md")]
     assert not collect(copilot.answer("anything?", passages=given)).gated
+
+
+@pytest.fixture
+def judged(copilot, calibrated, monkeypatch):
+    """The tiny target gets a judge; returns a setter for its threshold."""
+    from app.copilot import gate
+
+    copilot.loaded.target = "tiny"
+    copilot._retriever.similarity = 0.3  # below the gate's 0.5: the judge decides
+
+    def set_threshold(value):
+        monkeypatch.setitem(gate.JUDGE_THRESHOLDS, "tiny", value)
+
+    set_threshold(-1e9)
+    return set_threshold
+
+
+def stages(events):
+    return [e.stage for e in events if isinstance(e, Status)]
+
+
+def test_judge_lets_a_weak_match_through_when_the_model_finds_the_answer(copilot, judged):
+    from app.copilot.prompting import JUDGE_QUESTION, build_messages, encode_prompt
+    from generation.cached_lm import common_prefix_length
+
+    events = list(copilot.answer("How do I drain a node?"))
+    final = events[-1]
+    assert stages(events) == ["searching", "passages", "checking", "prefilling", "generating"]
+    assert not final.gated and final.stats["new_tokens"] > 0
+    assert final.relevance["covered"] is True and isinstance(final.relevance["judged"], float)
+    # the answer's prefill took the judge prompt's KV up to the closing line: only that line was computed
+    def prompt(closing):
+        return encode_prompt(copilot.engine.tokenizer, build_messages(final.question, final.passages, (), closing))
+
+    up_to_closing = common_prefix_length(final.prompt_ids, prompt(""))
+    assert copilot.engine.target.reused == common_prefix_length(prompt(JUDGE_QUESTION), final.prompt_ids[:-1])
+    assert copilot.engine.target.reused >= up_to_closing > 0.9 * len(final.prompt_ids)
+
+
+def test_judge_verdict_is_the_log_odds_against_its_threshold(copilot, judged):
+    from app.copilot import gate
+
+    score = collect(copilot.answer("How do I drain a node?")).relevance["judged"]
+    judged(score - 0.01)
+    assert not collect(copilot.answer("How do I drain a node?")).gated
+    judged(score + 0.01)
+    events = list(copilot.answer("How do I drain a node?"))
+    final = events[-1]
+    assert final.gated and final.output_ids == [] and "prefilling" not in stages(events)
+    assert final.relevance["judged"] == score and final.relevance["covered"] is False
+    assert "judge_s" in final.stats
+    why = gate.why_refused(final.relevance)
+    assert "below the relevance gate's 0.50, and asked, the model did not find the answer in them" in why
+    assert f"(log-odds {score:.2f}, below {score + 0.01:.2f})" in why
+
+
+def test_judge_is_asked_only_below_the_threshold_and_warn_keeps_its_verdict(copilot, judged):
+    copilot._retriever.similarity = 0.9
+    events = list(copilot.answer("How do I drain a node?"))
+    assert "checking" not in stages(events) and events[-1].relevance["judged"] is None
+    copilot._retriever.similarity = 0.3
+    judged(1e9)  # the model never says yes so surely
+    events = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="warn")))
+    assert not events[-1].gated and events[-1].stats["new_tokens"] == 4
+    checking = [e.message for e in events if isinstance(e, Status) and e.stage == "checking"]
+    assert "the model did not find the answer in them" in checking[-1]
+    off = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="off")))
+    assert "checking" not in stages(off) and off[-1].relevance is None
+
+
+def test_judge_needs_a_tokenizer_that_tells_yes_from_no():
+    from app.copilot import gate
+
+    class Tokenizer:
+        def __init__(self, ids):
+            self.ids = ids
+
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": self.ids[text]}
+
+    assert gate.judge_tokens(Tokenizer({"Yes": [7, 1], "No": [9]})) == (7, 9)
+    assert gate.judge_tokens(Tokenizer({"Yes": [7], "No": [7, 2]})) is None
+    assert gate.judge_tokens(Tokenizer({"Yes": [], "No": [9]})) is None
 
 
 def test_gate_also_judges_retrieved_passages_handed_in_by_the_caller(copilot, calibrated):

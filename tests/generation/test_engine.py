@@ -241,6 +241,19 @@ def test_a_prompt_extending_the_last_one_prefills_only_its_new_tokens(engine):
     )  # reuse changes nothing in the answer
 
 
+def test_next_token_logprobs_read_the_last_row_and_leave_the_prompt_for_the_answer(engine):
+    prompt = random_prompt(random.Random(9), 60)
+    with torch.inference_mode():
+        full = engine.target.model(input_ids=torch.tensor([prompt])).logits[0, -1].float().log_softmax(-1)
+    scored = engine.next_token_logprobs(prompt, (3, 5))
+    assert scored == pytest.approx([float(full[3]), float(full[5])], abs=1e-4)
+    assert engine.next_token_logprobs(prompt, (3, 5)) == pytest.approx(scored, abs=1e-5)  # now wholly cached
+    answer = plain(engine, [*prompt[:50], 1, 2, 3], max_new_tokens=2)
+    assert answer.stats.prefilled_tokens == 2  # the judged prompt's first 50 tokens were reused
+    with pytest.raises(SpecragError, match="empty"):
+        engine.next_token_logprobs([], (3,))
+
+
 def test_draft_model_reads_its_cached_prefix_plus_the_prompts_tail(engine):
     """With draft_context, later answers cost the draft model only that many prompt tokens, output unchanged."""
     rng = random.Random(11)

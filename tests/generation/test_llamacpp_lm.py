@@ -156,3 +156,15 @@ def test_llama_cpp_log_levels_follow_ggml_h_and_pieces_join_into_lines(caplog):
         (logging.INFO, "print_info: n_ctx = 256"),
     ]
     assert llamacpp_log.why_failed() == "failed to read header"
+
+
+def test_next_token_logprobs_on_llamacpp_match_the_prefill_and_survive_a_cached_prompt(gguf_files):
+    lm = LlamaCppLM(gguf_files[0], n_ctx=1024)
+    engine = Engine(lm, None, eos_token_ids=[])
+    prompt = tokens(120, 8)
+    scored = engine.next_token_logprobs(prompt, (3, 5))
+    expected = LlamaCppLM(gguf_files[0], n_ctx=1024).prefill(prompt)[-1].float().log_softmax(-1)
+    assert scored == [float(expected[3]), float(expected[5])]  # the same pieces, the same logits
+    assert lm.tokens == prompt  # kept for the answer's prefill
+    # whole prompt cached: the engine feeds the last token again (a different batch split, so near, not equal)
+    assert engine.next_token_logprobs(prompt, (3, 5)) == pytest.approx(scored, abs=1e-2)
