@@ -292,15 +292,30 @@ class Copilot:
         """Ask the target whether the passages answer the question (gate.py) and record its verdict in
         `prepared.relevance`. Under the engine lock. Returns `warm` with the judgement's prefill added:
         the answer's prompt shares it up to the closing line, so its own prefill is that line."""
+        start = time.perf_counter()
+        log_odds, computed = self._judge_log_odds(prepared)
+        prepared.relevance = prepared.relevance.with_judgement(log_odds)
+        return _Warm(warm.prefilled_tokens + computed, warm.seconds + time.perf_counter() - start)
+
+    def _judge_log_odds(self, prepared: _Prepared) -> tuple[float, int]:
+        """The target's log-odds of "Yes" over "No" opening its reply to the judge prompt, and how many
+        prompt tokens it computed for them. Under the engine lock, after warming."""
         engine = self.engine
-        yes, no = gate.judge_tokens(engine.tokenizer)
+        tokens = gate.judge_tokens(engine.tokenizer)
+        if tokens is None:
+            raise SpecragError("this model's tokenizer does not tell Yes from No: it cannot judge relevance")
         messages = build_messages(prepared.question, prepared.new_passages, prepared.history_messages, JUDGE_QUESTION)
         ids = encode_prompt(engine.tokenizer, messages)
-        start = time.perf_counter()
-        logprob_yes, logprob_no = engine.next_token_logprobs(ids, (yes, no))
-        prepared.relevance = prepared.relevance.with_judgement(logprob_yes - logprob_no)
-        computed = len(ids) - engine.target.reused
-        return _Warm(warm.prefilled_tokens + computed, warm.seconds + time.perf_counter() - start)
+        logprob_yes, logprob_no = engine.next_token_logprobs(ids, tokens)
+        return logprob_yes - logprob_no, len(ids) - engine.target.reused
+
+    def judge(self, question: str, passages: Sequence[Passage], options: AnswerOptions | None = None) -> float:
+        """The relevance gate's judge on one question and its passages, alone (gate_calibration --judge)."""
+        prepared = self._prepare(checked_question(question), [], list(passages), options or self.options.answer)
+        with self._engine_lock:
+            if not self._warmed:
+                self._warm()
+            return self._judge_log_odds(prepared)[0]
 
     def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float, judge_s: float = 0.0) -> Iterator[Event]:
         """The gate's answer: no answer is generated (the judge may have run: `judge_s`); the nearest sources
