@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -268,34 +268,40 @@ class Copilot:
         )
         with self._engine_lock:  # answers queue here; closing the stream releases it
             try:
+                warm = _Warm()
                 if judge:
-                    yield Status("checking", CHECKING)
-                    warm = self._warm() if not self._warmed else _Warm()
-                    warm = self._judge(prepared, warm)
-                    if not prepared.relevance.covered:
-                        reading = prepared.relevance.to_dict()
-                        if options.gate == "refuse":
-                            yield Status("checking", "the sources do not cover this question", {"relevance": reading})
-                            yield from self._refuse(prepared, started, retrieval_s, warm.seconds)
-                            return
-                        warning = gate.weak_match_warning(reading)
-                        yield Status("checking", f"warning: {warning}", {"relevance": reading})
-                    yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
-                else:
-                    yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
-                    warm = self._warm() if not self._warmed else _Warm()
+                    warm = yield from self._check(prepared, options, started, retrieval_s)
+                    if warm is None:
+                        return  # refused
+                yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
+                if not self._warmed:
+                    warm = self._warm()
                 yield from self._generate(prepared, options, started, retrieval_s, warm)
             finally:
                 release_free_memory()  # keeps a long-running front end's memory flat (core/memory.py)
 
-    def _judge(self, prepared: _Prepared, warm: _Warm) -> _Warm:
-        """Ask the target whether the passages answer the question (gate.py) and record its verdict in
-        `prepared.relevance`. Under the engine lock. Returns `warm` with the judgement's prefill added:
-        the answer's prompt shares it up to the closing line, so its own prefill is that line."""
+    def _check(
+        self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float
+    ) -> Generator[Event, None, _Warm | None]:
+        """Ask the target whether the passages answer the question (gate.py), under the engine lock, and
+        record its verdict in `prepared.relevance`. A "no" refuses (returns None) or, with `--gate warn`,
+        warns. Otherwise returns what the answer's prefill is spared: the shared prompt prefix, and the
+        judge prompt, which the answer's shares up to its closing line."""
+        yield Status("checking", CHECKING)
+        warm = self._warm() if not self._warmed else _Warm()
         start = time.perf_counter()
         log_odds, computed = self._judge_log_odds(prepared)
         prepared.relevance = prepared.relevance.with_judgement(log_odds)
-        return _Warm(warm.prefilled_tokens + computed, warm.seconds + time.perf_counter() - start)
+        judge_s = time.perf_counter() - start
+        warm = _Warm(warm.prefilled_tokens + computed, warm.seconds + judge_s)
+        if not prepared.relevance.covered:
+            reading = prepared.relevance.to_dict()
+            if options.gate == "refuse":
+                yield Status("checking", "the sources do not cover this question", {"relevance": reading})
+                yield from self._refuse(prepared, started, retrieval_s, judge_s)
+                return None
+            yield Status("checking", f"warning: {gate.weak_match_warning(reading)}", {"relevance": reading})
+        return warm
 
     def _judge_log_odds(self, prepared: _Prepared) -> tuple[float, int]:
         """The target's log-odds of "Yes" over "No" opening its reply to the judge prompt, and how many
