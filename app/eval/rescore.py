@@ -56,7 +56,12 @@ def rescore_rows(
             question.question, passages[: answer["passages_in_prompt"]], answer["text"], finish, withheld
         )
         out.append(
-            row | {"answer": answer_record(final, question), "abstention": abstention_record(final.shown, question)}
+            row
+            | {
+                # the gate's reading is the eval's: rescoring runs no retrieval or model
+                "answer": answer_record(final, question) | {"relevance": answer.get("relevance")},
+                "abstention": abstention_record(final.shown, question),
+            }
         )
     return out, kept
 

@@ -93,6 +93,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         "text": final.answer,
         "withheld": final.withheld,  # not '': the user saw this notice instead of the text, and it is scored
         "finish_reason": final.finish_reason,
+        # the relevance gate's reading: best similarity, the judge's verdict when it was asked (gate.py)
+        "relevance": final.relevance,
         "passages_in_prompt": len(final.passages),
         **content_scores(said, question),
         "citations": {

@@ -93,8 +93,10 @@ def test_a_gated_answer_is_scored_as_saying_nothing_though_its_source_titles_hol
         question=question.question, answer=refusal, finish_reason="gated", passages=nearest, sources=[],
         citations=cite.no_citations(nearest), grounding=[], stats={}, prompt_ids=[], output_ids=[], origins=[],
         turn=Turn(question.question, refusal, (), refused=True), models={}, gated=True,
+        relevance={"similarity": 0.41, "threshold": 0.49, "judged": 0.2, "judge_threshold": 0.63, "covered": False},
     )  # fmt: skip
     record = answer_record(final, question)
     assert record["keyword_recall"] == 0.0 and record["f1"] == 0.0 and record["text"] == refusal
+    assert record["relevance"]["judged"] == 0.2  # why it was refused stays with the row
     unanswerable = Question("u-1", "Who is on call?", ("The sources do not cover this question.",), (), ())
     assert answer_record(final, unanswerable)["f1"] > 0.3  # there the refusal is the answer, and it is scored

@@ -34,7 +34,9 @@ def test_rescoring_reproduces_the_rows_the_eval_wrote_and_scores_an_edited_text_
 
     munge = next(row for row in rows if row["id"] == "munge")
     edited = munge | {"answer": munge["answer"] | {"text": "[1] Stop munged, then copy the munge.key to every node."}}
+    edited["answer"]["relevance"] = {"similarity": 0.45, "judged": 1.2, "covered": True}  # as an eval with a judge
     (again,), _ = rescore_rows([edited], questions, index_chunks(fake_index).get)
+    assert again["answer"]["relevance"] == edited["answer"]["relevance"]
     assert again["answer"]["keyword_recall"] == 1.0 and again["answer"]["citations"]["markers"] == [1]
     assert munge["answer"]["keyword_recall"] != 1.0  # the tiny model's own text said neither keyword
 
