@@ -55,6 +55,19 @@ def test_every_speculative_mode_matches_plain_greedy_on_a_runbook_question(real)
             assert result.stats.tokens_per_pass > 1.0, mode
 
 
+def test_the_gates_judge_on_the_default_target_says_yes_to_the_page_and_no_off_topic(real):
+    from app.copilot import Copilot, Passage, gate
+    from app.copilot.loading import LoadedEngine
+
+    models, engine = real
+    copilot = Copilot(LoadedEngine(engine, models.target_path, None, target="default-target"))
+    texts = [p for p in RUNBOOK.read_text().split("\n\n") if p.strip()][:6]
+    passages = [Passage(i + 1, text, RUNBOOK.name, "Job exit codes", "") for i, text in enumerate(texts)]
+    threshold = gate.JUDGE_THRESHOLDS["default-target"]
+    assert copilot.judge("What does exit code 137 mean?", passages) >= threshold
+    assert copilot.judge("What is the Wi-Fi password for the operations room?", passages) < threshold
+
+
 # torch's, ONNX Runtime's and llama.cpp's kernels
 @pytest.fixture(scope="module", params=["int4", "int4-mlas", "llamacpp"])
 def real_fast_path(monkeypatch_module, request):
