@@ -18,7 +18,8 @@ unlike the docs ("stuck in CG state"), so before refusing one, the copilot asks 
 with the prompt the answer would get but closing with JUDGE_QUESTION, whether the answer is in the
 sources; its log-odds of "Yes" over "No" as the first token at or above JUDGE_THRESHOLDS[target] lets the
 question through. The judge prompt shares every token up to the question with the answer's, so a rescued
-answer prefills only its closing line; a refused one cost ~20 tokens more than the refusal's passages.
+answer prefills only its closing line; a refused question costs one prefill of its prompt (~5 s on two
+CPU cores), where the cosine gate alone ran no model.
 Only the target it was calibrated with gets a judge (`gate_calibration --judge`); another target is
 gated by cosine alone.
 """
