@@ -88,6 +88,11 @@ class CachedLM:
         """How many leading tokens of `token_ids` the next prefill would take from the snapshot."""
         return common_prefix_length(self._snapshot[0], token_ids) if self._snapshot is not None else 0
 
+    @property
+    def snapshot_length(self) -> int:
+        """How many tokens the snapshot holds (0: none)."""
+        return len(self._snapshot[0]) if self._snapshot is not None else 0
+
     def trim_snapshot(self, length: int) -> None:
         """Keep only the snapshot's first `length` positions (drop a prompt's tail, keep its prefix)."""
         if self._snapshot is not None:

@@ -213,6 +213,11 @@ class LlamaCppLM:
             return 0
         return min(common_prefix_length(self._snapshot, token_ids), common_prefix_length(self.tokens, token_ids))
 
+    @property
+    def snapshot_length(self) -> int:
+        """How many tokens the snapshot holds (0: none)."""
+        return len(self._snapshot) if self._snapshot is not None else 0
+
     def trim_snapshot(self, length: int) -> None:
         """Keep only the snapshot's first `length` positions (drop a prompt's tail, keep its prefix)."""
         if self._snapshot is not None:

@@ -84,6 +84,7 @@ class Copilot:
         self._released_embedding_model: str | None = None  # what the index was built with, after release_index
         self._engine_lock = threading.Lock()
         self._warmed = False  # the shared prompt prefix is in the engine's cache (warm_up or the first answer)
+        self._fixed_prefix = 0  # its length in tokens
         self._retriever_lock = threading.Lock()
 
     @classmethod
@@ -143,8 +144,9 @@ class Copilot:
 
         The first answer warms too, so a one-shot `specrag ask` or an eval computes its prompt in the same
         pieces as a server that warmed at start: prefix, then the rest. Same pieces, same logits."""
-        seconds = self.engine.warm(shared_prompt_ids(self.engine.tokenizer), store=PrefixStore(prefix_store_dir()))
-        self._warmed = True
+        prefix = shared_prompt_ids(self.engine.tokenizer)
+        seconds = self.engine.warm(prefix, store=PrefixStore(prefix_store_dir()))
+        self._warmed, self._fixed_prefix = True, len(prefix)
         target = self.engine.target
         return _Warm(target.length - target.reused, seconds)  # tokens loaded from the store were not computed
 
@@ -276,9 +278,22 @@ class Copilot:
                 yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
                 if not self._warmed:
                     warm = self._warm()
+                if not judge:  # a judged answer goes on from the judge's prompt, computed in fixed pieces
+                    self._in_fixed_pieces(prepared.prompt_ids)
                 yield from self._generate(prepared, options, started, retrieval_s, warm)
             finally:
                 release_free_memory()  # keeps a long-running front end's memory flat (core/memory.py)
+
+    def _in_fixed_pieces(self, prompt_ids: list[int]) -> None:
+        """Let the target reuse the previous prompt only when this one extends it (a follow-up, a retry), else
+        only the fixed prefix, so every other prompt is computed in the same pieces: the prefix, then the rest.
+        On llamacpp-f16 logits depend on how a prompt is split into passes, and reusing whatever a question
+        shared with the one before it (a title, a passage) made its answer depend on what was asked before
+        (session 29: an eval answer changed when the question before it stopped being refused). Under the
+        engine lock, after warming."""
+        target = self.engine.target
+        if target.snapshot_prefix(prompt_ids) < target.snapshot_length:
+            target.trim_snapshot(self._fixed_prefix)
 
     def _check(
         self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float
@@ -312,6 +327,7 @@ class Copilot:
             raise SpecragError("this model's tokenizer does not tell Yes from No: it cannot judge relevance")
         messages = build_messages(prepared.question, prepared.new_passages, prepared.history_messages, JUDGE_QUESTION)
         ids = encode_prompt(engine.tokenizer, messages)
+        self._in_fixed_pieces(ids)
         logprob_yes, logprob_no = engine.next_token_logprobs(ids, tokens)
         return logprob_yes - logprob_no, len(ids) - engine.target.reused
 

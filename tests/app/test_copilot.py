@@ -319,6 +319,7 @@ def test_judge_lets_a_weak_match_through_when_the_model_finds_the_answer(copilot
     assert stages(events) == ["searching", "passages", "checking", "prefilling", "generating"]
     assert not final.gated and final.stats["new_tokens"] > 0
     assert final.relevance["covered"] is True and isinstance(final.relevance["judged"], float)
+
     # the answer's prefill took the judge prompt's KV up to the closing line: only that line was computed
     def prompt(closing):
         return encode_prompt(copilot.engine.tokenizer, build_messages(final.question, final.passages, (), closing))
@@ -461,6 +462,39 @@ def test_a_one_shot_copilot_on_llama_cpp_loads_the_prefix_the_first_one_saved(ti
             assert shared not in prefilled  # loaded, not computed
         assert answers[-1].stats["prefilled_tokens"] == len(answers[-1].prompt_ids) - 1 - (shared if run else 0)
     assert answers[0].output_ids == answers[1].output_ids and len(answers[0].output_ids) >= 10
+
+
+def test_a_question_is_computed_in_the_same_pieces_whatever_was_asked_before(tiny_models, monkeypatch, tmp_path):
+    """On llamacpp-f16 logits depend on how a prompt is split into passes: a question's prompt reuses only the
+    fixed prefix of the one before it (not the passages they share), unless it extends it (retry, follow-up)."""
+    from tiny_gguf import write_tiny_gguf
+
+    from app.copilot.prompting import shared_prompt_ids
+    from generation.engine import Engine
+    from generation.llamacpp_lm import LlamaCppLM
+
+    gguf = write_tiny_gguf(tmp_path / "target.gguf")
+    tokenizer = tiny_models[2]
+    monkeypatch.setenv("SPECRAG_HOME", str(tmp_path / "home"))
+
+    def copilot():
+        runner = LlamaCppLM(gguf, n_ctx=4096, row_invariant=False)
+        loaded = loading.LoadedEngine(Engine(runner, tokenizer), "/models/tiny.gguf", None)
+        return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=12)), runbook_retriever(RUNBOOK))
+
+    alone = collect(copilot().answer("Where do munge keys live?"))
+    after = copilot()
+    first = collect(after.answer("How do I drain a node?"))
+    second = collect(after.answer("Where do munge keys live?"))  # the same three passages as the first
+    fixed = len(shared_prompt_ids(tokenizer))
+    assert len(first.prompt_ids) > fixed + 50 and first.prompt_ids[: fixed + 50] == second.prompt_ids[: fixed + 50]
+    assert second.stats["prefilled_tokens"] == len(second.prompt_ids) - 1 - fixed
+    assert second.output_ids == alone.output_ids
+    retried = collect(after.answer("Where do munge keys live?"))
+    assert retried.stats["prefilled_tokens"] == 0 and retried.output_ids == alone.output_ids
+    follow_up = collect(after.answer("And on the login node?", history=[retried.turn]))
+    # it extends the last prompt: all of it but its last token (fed with the answer) is reused
+    assert follow_up.stats["prefilled_tokens"] == len(follow_up.prompt_ids) - len(retried.prompt_ids)
 
 
 def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
