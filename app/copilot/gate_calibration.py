@@ -27,7 +27,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.copilot.gate import best_similarity
+from app.copilot.gate import Relevance, best_similarity
 
 
 def load_rows(paths: list[Path]) -> list[dict]:
@@ -47,10 +47,8 @@ def split_of(row_id: str) -> str:
 
 
 def refused(row: dict, threshold: float, judge_threshold: float | None = None) -> bool:
-    if row["similarity"] >= threshold:
-        return False
-    judged = row.get("judged")
-    return judge_threshold is None or judged is None or judged < judge_threshold
+    """Whether the gate (its own rule: gate.Relevance) refuses this row at these thresholds."""
+    return not Relevance(row["similarity"], threshold, judge_threshold, row.get("judged")).covered
 
 
 def rates(rows: list[dict], threshold: float, judge_threshold: float | None = None) -> dict:
