@@ -83,8 +83,8 @@ class Copilot:
         self._retriever = retriever
         self._released_embedding_model: str | None = None  # what the index was built with, after release_index
         self._engine_lock = threading.Lock()
-        self._warmed = False  # the shared prompt prefix is in the engine's cache (warm_up or the first answer)
-        self._fixed_prefix = 0  # its length in tokens
+        # the shared prompt prefix's length once it is in the engine's cache (warm_up or the first answer), else 0
+        self._fixed_prefix = 0
         self._retriever_lock = threading.Lock()
 
     @classmethod
@@ -138,6 +138,10 @@ class Copilot:
         with self._engine_lock:
             return self._warm().seconds
 
+    def _warm_once(self) -> _Warm:
+        """`_warm` if the prefix is not cached yet, else nothing to count. Under the engine lock."""
+        return self._warm() if not self._fixed_prefix else _Warm()
+
     def _warm(self) -> _Warm:
         """Put the shared prompt prefix in the KV cache, loading it from the prefix store where the runner
         can (llama.cpp: generation/prefix_store.py), else prefilling it (and saving it). Under the engine lock.
@@ -146,7 +150,7 @@ class Copilot:
         pieces as a server that warmed at start: prefix, then the rest. Same pieces, same logits."""
         prefix = shared_prompt_ids(self.engine.tokenizer)
         seconds = self.engine.warm(prefix, store=PrefixStore(prefix_store_dir()))
-        self._warmed, self._fixed_prefix = True, len(prefix)
+        self._fixed_prefix = len(prefix)
         target = self.engine.target
         return _Warm(target.length - target.reused, seconds)  # tokens loaded from the store were not computed
 
@@ -270,15 +274,14 @@ class Copilot:
         )
         with self._engine_lock:  # answers queue here; closing the stream releases it
             try:
-                warm = _Warm()
                 if judge:
                     warm = yield from self._check(prepared, options, started, retrieval_s)
                     if warm is None:
                         return  # refused
-                yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
-                if not self._warmed:
-                    warm = self._warm()
-                if not judge:  # a judged answer goes on from the judge's prompt, computed in fixed pieces
+                    yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
+                else:  # a judged answer goes on from the judge's prompt, computed in fixed pieces
+                    yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
+                    warm = self._warm_once()
                     self._in_fixed_pieces(prepared.prompt_ids)
                 yield from self._generate(prepared, options, started, retrieval_s, warm)
             finally:
@@ -303,7 +306,7 @@ class Copilot:
         warns. Otherwise returns what the answer's prefill is spared: the shared prompt prefix, and the
         judge prompt, which the answer's shares up to its closing line."""
         yield Status("checking", CHECKING)
-        warm = self._warm() if not self._warmed else _Warm()
+        warm = self._warm_once()
         start = time.perf_counter()
         log_odds, computed = self._judge_log_odds(prepared)
         prepared.relevance = prepared.relevance.with_judgement(log_odds)
@@ -335,8 +338,7 @@ class Copilot:
         """The relevance gate's judge on one question and its passages, alone (gate_calibration --judge)."""
         prepared = self._prepare(checked_question(question), [], list(passages), options or self.options.answer)
         with self._engine_lock:
-            if not self._warmed:
-                self._warm()
+            self._warm_once()
             return self._judge_log_odds(prepared)[0]
 
     def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float, judge_s: float = 0.0) -> Iterator[Event]:
