@@ -36,7 +36,7 @@ from app.copilot.source_paths import short_paths
 GATE_MODES = ("off", "warn", "refuse")
 THRESHOLDS = {"sentence-transformers/all-MiniLM-L6-v2": 0.49}  # dev split of corpora/slurm questions: see README
 # the judge's log-odds threshold per target model (as named in ModelOptions.target): see README
-JUDGE_THRESHOLDS = {"default-target": 0.63}
+JUDGE_THRESHOLDS = {"default-target": 0.618}
 
 
 @dataclass(frozen=True)
