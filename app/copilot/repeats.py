@@ -9,6 +9,8 @@ markers, case and spacing) left out, and without the unfinished restart it was s
 An answer cut by the length limit loses such a restart too ("[2] DRAINING The node is
 currently executing a", after the whole sentence under [5]; seen in the chat), and with it the
 short lines that led into it when they only echo earlier ones (the heading "[2] DRAINING").
+A cut answer's last unit that is only markers ("[6]", the loop stopped before its sentence) goes
+the same way: it cites nothing.
 Nothing else changes: a sentence that says anything new stays, so does every line of code
 that is not a repeat, and the raw answer stays in `Final.answer`. An answer that ended on its
 own gets its prose sentences collapsed the same way, and keeps its code as written.
@@ -63,7 +65,8 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
     def keep(unit: str, last: bool) -> bool:
         nonlocal dropped, restarted, echoes
         key = _key(unit)
-        restart = cut and last and key and any(earlier.startswith(key) for earlier in seen)
+        bare = bool(unit.strip()) and not key  # only [n] markers: a sentence it never began
+        restart = cut and last and (bare or (key and any(earlier.startswith(key) for earlier in seen)))
         if (len(key) >= MIN_KEY_CHARS and key in seen) or restart:
             dropped, restarted = True, restarted or bool(restart)
             return False

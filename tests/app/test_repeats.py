@@ -15,6 +15,14 @@ def test_a_sentence_repeated_under_new_markers_is_shown_once_and_the_cut_restart
     assert collapse_repeats(looped) == f"[1] {MUNGE} Start munged first."
 
 
+def test_a_cut_answer_loses_a_last_line_of_bare_markers_and_one_that_ended_on_its_own_keeps_it():
+    # seen in the chat: the loop was stopped right after "[6]", which then cited nothing under the answer
+    looped = f"[3] {MUNGE}\n\n[4] {MUNGE}\n\n[5] {MUNGE}\n\n[6]"
+    assert shown_answer(looped, "repeat") == f"[3] {MUNGE}"
+    assert shown_answer("[1] Start munged first.\n[2]", "length") == "[1] Start munged first."
+    assert shown_answer(f"[1] {MUNGE}\n[2]", "eos") == f"[1] {MUNGE}\n[2]"  # not cut: left as written
+
+
 def test_sentences_that_say_something_new_stay_and_so_do_short_repeated_lines():
     text = (
         f"[1] {MUNGE}\n```\nsystemctl restart munge\n```\n[2] Then check it:\n```\nmunge -n | unmunge\n```\n"
