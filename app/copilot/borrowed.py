@@ -17,6 +17,13 @@ prompt's example, not from the sources, when
   in the `input` directory: backups run nightly at 01:00 [2]." (session 26). The topic caught
   it there, but Slurm's pages speak of backup controllers: had one been among the passages,
   the topic would have been no evidence and the sentence would have gone unreported.
+
+A sentence that copies such a run is left out of the shown answer (`copied_from_example`), with a
+note that says so: in session 32 two of twenty Slurm answers ended on the example's closing line
+("Yesterday's job is in it: backups run nightly at 01:00 [2]." for jobs that finished
+yesterday), citing a Slurm page for a schedule only the example has. Nothing but the example
+backs those words. A sentence that only names the topic stays, with the warning: its words may
+still carry the answer ("This will put the job on hold until the next scheduled backup").
 """
 
 from __future__ import annotations
@@ -48,17 +55,29 @@ def borrowed_sentences(answer: str, passages: Sequence[str], question: str) -> l
     topic = {next(iter(_stems(word))): word for word in EXAMPLE_TOPIC}  # stem -> the word
     if topic.keys() & set().union(_stems(question), *(_stems(p) for p in passages)):
         topic = {}  # brought up by the user or a source: the topic is no evidence
-    elsewhere = set().union(*(_runs(_words(text)) for text in (*passages, question)))
+    elsewhere = _elsewhere(passages, question)
     found = []
-    for begin, end, _, fenced in sentence_spans(answer):
-        if fenced:
-            continue
-        sentence = answer[begin:end].strip()
+    for sentence in _prose_sentences(answer):
         named = sorted(topic.keys() & _stems(sentence))
         copied = named or _copied_run(sentence, elsewhere)
         if copied:
             found.append((sentence, topic[named[0]] if named else copied))
     return found
+
+
+def copied_from_example(answer: str, passages: Sequence[str], question: str) -> list[tuple[str, str]]:
+    """(sentence, run) for each prose sentence of `answer` that copies a run of the example's words no passage,
+    the question or the instructions hold: the sentences the shown answer leaves out."""
+    elsewhere = _elsewhere(passages, question)
+    return [(sentence, run) for sentence in _prose_sentences(answer) if (run := _copied_run(sentence, elsewhere))]
+
+
+def _prose_sentences(answer: str) -> list[str]:
+    return [answer[begin:end].strip() for begin, end, _, fenced in sentence_spans(answer) if not fenced]
+
+
+def _elsewhere(passages: Sequence[str], question: str) -> set[tuple[str, ...]]:
+    return set().union(*(_runs(_words(text)) for text in (*passages, question)))
 
 
 def _copied_run(sentence: str, elsewhere: set[tuple[str, ...]]) -> str:

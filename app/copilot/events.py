@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.copilot.repeats import shown_answer
+from app.copilot.repeats import shown_answer, without_sentences
 
 STAGES = ("searching", "passages", "checking", "prefilling", "generating")
 
@@ -188,6 +188,8 @@ class Final:
     recited: str = ""  # not '': the shown answer with those sentences' markers moved (recite.py)
     # (sentence, topic word or copied run): sentences taken from the prompt's worked example (borrowed.py)
     borrowed: list[tuple[str, str]] = field(default_factory=list)
+    # (sentence, copied run): sentences left out of the shown answer, copied from the worked example (borrowed.py)
+    left_out: list[tuple[str, str]] = field(default_factory=list)
     # what the sources say the options and settings of the answer's code do (definitions.py)
     definitions: list[Definition] = field(default_factory=list)
     # sentences joining quotes of two different items of one source (splices.py)
@@ -201,8 +203,12 @@ class Final:
     @property
     def shown(self) -> str:
         """What the front ends show: the answer (each sentence once if it was stopped for repeating
-        itself: repeats.py; citing the sources it quotes: recite.py), or the notice that withholds it."""
-        return self.withheld or self.recited or shown_answer(self.answer, self.finish_reason)
+        itself: repeats.py; citing the sources it quotes: recite.py; without the sentences it copied from the
+        prompt's worked example: borrowed.py), or the notice that withholds it."""
+        if self.withheld or self.recited:
+            return self.withheld or self.recited
+        shown = shown_answer(self.answer, self.finish_reason)
+        return without_sentences(shown, [sentence for sentence, _ in self.left_out]) if self.left_out else shown
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.copilot import citations as cite
 from app.copilot import gate, loading
 from app.copilot.attribution import attribute, judge_quotes
-from app.copilot.borrowed import borrowed_sentences
+from app.copilot.borrowed import borrowed_sentences, copied_from_example
 from app.copilot.code_spans import prose
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.copied_code import CopiedCode
@@ -39,7 +39,7 @@ from app.copilot.prompting import (
     shown_text,
 )
 from app.copilot.recite import recite
-from app.copilot.repeats import shown_answer
+from app.copilot.repeats import shown_answer, without_sentences
 from app.copilot.splices import spliced_sentences
 from app.copilot.subcommands import with_tools
 from app.copilot.withhold import UNCITED, CitationGuard, ContactGuard, quoted_source, withheld_notice
@@ -536,15 +536,23 @@ def _checked_final(
     `added`: the passage an uncited answer quotes in every sentence, shown opening it (withhold.py)."""
     passages = prepared.all_passages
     citations = cite.build_citations(answer, ids, origins, passages, decode)
+    read = [shown_text(p) for p in passages]  # the passages as the model read them
     displayed = shown_answer(answer, finish)  # as Final.shown
+    left_out = copied_from_example(displayed, read, prepared.question)
+    kept = without_sentences(displayed, [sentence for sentence, _ in left_out]) if left_out else displayed
+    if kept:  # an answer made only of the example's words stays whole, warned of as borrowed
+        displayed = kept
+    else:
+        left_out = []
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
     if added is not None:
         displayed = f"[{added}] {displayed}"
     if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
         citations = cite.of_shown_text(citations, displayed, passages)
-    read = [shown_text(p) for p in passages]  # the passages as the model read them
     numbers = [p.number for p in passages]
-    checked = with_tools(check_grounding(answer, read, prepared.question, numbers), passages, answer)
+    # a left-out sentence's items are not the user's to check: they never see it
+    checked_text = without_sentences(answer, [sentence for sentence, _ in left_out]) if left_out else answer
+    checked = with_tools(check_grounding(checked_text, read, prepared.question, numbers), passages, checked_text)
     texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)
     if added is not None:  # said like a moved marker: the front ends note it, the eval counts it
@@ -583,6 +591,7 @@ def _checked_final(
         recitations=[] if notice else recitations,
         recited=displayed if recitations and not notice else "",
         borrowed=[] if notice else borrowed_sentences(displayed, read, prepared.question),
+        left_out=[] if notice else left_out,
         definitions=[]
         if notice
         else [

@@ -19,6 +19,7 @@ own gets its prose sentences collapsed the same way, and keeps its code as writt
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from app.copilot.markers import MARKER_GROUP
 
@@ -112,3 +113,12 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
     if not dropped:
         return text
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def without_sentences(text: str, sentences: Sequence[str]) -> str:
+    """`text` with each of `sentences` (as written in it) taken out, with the spaces after it and any line or
+    blank line it leaves empty."""
+    for sentence in sentences:
+        text = re.sub(re.escape(sentence) + r"[ \t]*", "", text, count=1)
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()

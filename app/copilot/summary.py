@@ -56,6 +56,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))
     notes += [("warning", borrowed(sentence, word)) for sentence, word in final.borrowed]
+    notes += [("note", left_out(sentence, run)) for sentence, run in final.left_out]
     notes += [("warning", splice(spliced)) for spliced in final.spliced]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
@@ -109,6 +110,11 @@ def run_under_tool(item: GroundingItem, code: Callable[[str], str]) -> str:
         f"{code(item.text)} is listed among {item.tool}'s commands: type it after {code(item.tool)}, "
         "not on its own (its source gives the exact form)"
     )
+
+
+def left_out(sentence: str, run: str, width: int = 60) -> str:
+    """A sentence the shown answer leaves out: it copies `run` from the prompt's worked example (borrowed.py)."""
+    return f"left out “{_cut(sentence, width)}”: it repeats “{run}” from the prompt's worked example, not the sources"
 
 
 def borrowed(sentence: str, word: str, width: int = 60) -> str:

@@ -128,6 +128,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "assembled": [[item.text, list(item.built_from)] for item in final.assembled],
             # sentences taken from the prompt's worked example (its topic or its words), not the sources (borrowed.py)
             "borrowed": [list(pair) for pair in final.borrowed],
+            # of those, the ones copying the example's words, left out of the shown answer (borrowed.py)
+            "left_out": [list(pair) for pair in final.left_out],
         },
         # what the passages say the options of the answer's code do, as the front ends show it (definitions.py)
         "definitions": [[d.name, d.source, d.text] for d in final.definitions if not d.quoted],

@@ -25,6 +25,7 @@ from app.copilot.summary import (
     assembled,
     borrowed,
     definition,
+    left_out,
     misattribution,
     misquotation,
     recitation,
@@ -86,6 +87,7 @@ def details_html(final: Final) -> str:
             final.recitations,
             final.borrowed,
             final.spliced,
+            final.left_out,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -238,6 +240,7 @@ def grounding_html(
     recitations: Sequence[Recitation] = (),
     borrowed_from_example: Sequence[tuple[str, str]] = (),
     spliced: Sequence[Splice] = (),
+    left_out_sentences: Sequence[tuple[str, str]] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
@@ -260,6 +263,7 @@ def grounding_html(
     note += "".join(f'<div class="sr-ok">↳ {run_under_tool(item, _code_html)}</div>' for item in items if item.tool)
     note += "".join(f'<div class="sr-ok">↳ {assembled(item, _code_html)}</div>' for item in items if item.assembled)
     note += "".join(f'<div class="sr-ok">↳ {inert_html(recitation(recited))}</div>' for recited in recitations)
+    note += "".join(f'<div class="sr-ok">↳ {inert_html(left_out(*pair))}</div>' for pair in left_out_sentences)
     note += "".join(
         f'<div class="sr-ok">↳ {misattribution(item, _code_html)}</div>' for item in items if item.misattributed
     )

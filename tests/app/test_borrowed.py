@@ -66,8 +66,25 @@ def test_the_instructed_abstention_is_not_a_run_of_the_example():
     assert borrowed_sentences(answer, [ARRAYS.text], ARRAY_QUESTION) == []
 
 
-def test_the_front_ends_name_the_copied_run():
+def test_a_sentence_copying_the_examples_words_is_left_out_of_what_every_front_end_shows():
     final = final_from_text(ARRAY_QUESTION, [ARRAYS], LEAKED, "eos")
-    assert [what for _, what in final.borrowed] == ["backups run nightly at 01:00"]
-    warnings = [text for level, text in check_notes(final, code=str) if level == "warning"]
-    assert any("repeats “backups run nightly at 01:00” from the prompt's worked example" in w for w in warnings)
+    sentence = "This will run the script on each input file in the `input` directory: backups run nightly at 01:00 [2]."
+    assert final.left_out == [(sentence, "backups run nightly at 01:00")] and final.borrowed == []
+    assert final.shown == "[1] Use a batch script:\n\n```\nsrun run.app $file\n```"
+    assert final.turn.answer == final.shown  # a follow-up does not build on it either
+    assert 2 not in final.citations.valid  # its [2] went with it
+    assert all(item.text != "01:00" for item in final.grounding)  # nor is its time listed as unfound
+    notes = [text for level, text in check_notes(final, code=str) if level == "note"]
+    assert any(n.startswith("left out “This will run") and "“backups run nightly at 01:00”" in n for n in notes)
+    assert "left out" in grounding_html(final.grounding, left_out_sentences=final.left_out)
+
+
+def test_a_copied_sentence_between_others_goes_alone_and_an_answer_of_nothing_else_stays_whole():
+    leaked = "Yesterday's file is in it: backups run nightly at 01:00 [2]."
+    answer = f"[1] A job array runs one script many times. {leaked} Submit it once."
+    final = final_from_text(ARRAY_QUESTION, [ARRAYS], answer, "eos")
+    assert final.shown == "[1] A job array runs one script many times. Submit it once."
+    only = "Yesterday's file is in it: backups run nightly at 01:00 [1]."
+    whole = final_from_text(ARRAY_QUESTION, [ARRAYS], only, "eos")
+    assert whole.shown == only and whole.left_out == []
+    assert whole.borrowed == [(only, "Yesterday's file is in it: backups run nightly at 01:00")]  # warned of instead
