@@ -39,6 +39,7 @@ import numpy as np
 from app.copilot.options import DEFAULT_PASSAGES
 from app.eval.metrics import retrieval_metrics
 from core.atomic import write_atomic
+from core.errors import SpecragError
 
 if TYPE_CHECKING:
     from retrieval.retriever import HybridRetriever, Retriever
@@ -143,8 +144,23 @@ def edited(data: bytes) -> bytes:
 
 
 def load_questions(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """The JSONL rows of `path`; an unreadable file or a row that is not a JSON object is a clear error."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecragError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}") from err
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SpecragError(f"{path}:{number}: not valid JSON ({err.msg}); one object per line") from err
+        if not isinstance(row, dict):
+            raise SpecragError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    return rows
 
 
 def hit_rate(retriever: Retriever, questions: list[dict], k: int = 5, depth: int = 10) -> dict:
@@ -290,11 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     index = args.index.expanduser().resolve()
     results: dict = {"index": str(index), "questions": 0, "machine": {"cpus": os.cpu_count()}}
+    questions = load_questions(args.questions)  # before the ingest: a bad file fails at once
+    conversations = load_questions(args.conversations) if args.conversations else None
     if not args.skip_ingest:
         from corpora.slurm import ensure_slurm_docs
 
         results["ingest"] = ingest_timings(args.docs or ensure_slurm_docs(), index)
-    questions = load_questions(args.questions)
     results["questions"] = len(questions)
     from retrieval.retriever import open_index
 
@@ -304,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     results["eval"] = opened | evaluate(hybrid, questions, args.repeats)
     if args.passages:
         results["passages"] = passage_budget(hybrid, questions, args.passages)
-    if args.conversations:
-        results["follow_ups"] = follow_up_retrieval(index, load_questions(args.conversations))
+    if conversations is not None:
+        results["follow_ups"] = follow_up_retrieval(index, conversations)
     if args.out:
         write_atomic(args.out, json.dumps(results, indent=1) + "\n")
     print(summary(results))

@@ -9,6 +9,7 @@ import pytest
 from retrieval_fakes import every_model_load_gives
 
 from app import bench_retrieval
+from core.errors import run_reporting_errors
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 QUESTIONS = [
@@ -91,3 +92,18 @@ def test_a_passage_count_list_that_is_not_whole_numbers_is_refused_with_the_expe
     with pytest.raises(SystemExit):
         bench_retrieval.parse_args(["--index", "x", "--questions", "y", "--passages", "4,six"])
     assert "expected whole numbers of at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(None, "cannot read"), ('{"id": "q1"}\n[1]\n', ":2: expected a JSON object"), ("{oops\n", ":1: not valid JSON")],
+)
+def test_a_questions_file_that_cannot_be_read_is_one_clear_line_before_any_ingest(tmp_path, capsys, content, said):
+    questions = tmp_path / "questions.jsonl"
+    if content is not None:
+        questions.write_text(content)
+    index = tmp_path / "index"
+    argv = ["--index", str(index), "--questions", str(questions), "--docs", str(tmp_path / "no-docs")]
+    assert run_reporting_errors("python -m app.bench_retrieval", lambda: bench_retrieval.main(argv)) == 2
+    assert said in capsys.readouterr().err
+    assert not index.exists()  # failed before ingesting anything
