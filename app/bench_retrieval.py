@@ -145,21 +145,16 @@ def edited(data: bytes) -> bytes:
 
 def load_questions(path: Path) -> list[dict]:
     """The JSONL rows of `path`; an unreadable file or a row that is not a JSON object is a clear error."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecragError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}") from err
+    from app.eval.questions import RowError, json_object, read_lines
+
     rows = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SpecragError(f"{path}:{number}: not valid JSON ({err.msg}); one object per line") from err
-        if not isinstance(row, dict):
-            raise SpecragError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-        rows.append(row)
+            rows.append(json_object(line))
+        except RowError as err:
+            raise SpecragError(f"{path}:{number}: {err}; one JSON object per line") from err
     return rows
 
 

@@ -53,10 +53,7 @@ def read_questions(path: str | Path, limit: int | None = None) -> tuple[list[Que
     path = Path(path)
     if limit is not None and limit < 1:
         raise SpecragError(f"--limit must be at least 1, got {limit}")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecragError(f"cannot read the questions file {path}: {getattr(err, 'strerror', None) or err}") from err
+    lines = read_lines(path)
     questions: list[Question] = []
     skipped: list[str] = []
     seen: set[str] = set()
@@ -77,13 +74,27 @@ def read_questions(path: str | Path, limit: int | None = None) -> tuple[list[Que
     return questions, skipped
 
 
-def parse_row(line: str, path: Path, number: int) -> Question:
+def read_lines(path: str | Path) -> list[str]:
+    """The lines of a questions file; one that cannot be read is a SpecragError naming it."""
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecragError(f"cannot read the questions file {path}: {getattr(err, 'strerror', None) or err}") from err
+
+
+def json_object(line: str) -> dict:
+    """One JSONL row as a dict, or a RowError that says what is wrong with it."""
     try:
         raw = json.loads(line)
     except json.JSONDecodeError as err:
         raise RowError(f"not valid JSON ({err.msg} at column {err.colno})") from err
     if not isinstance(raw, dict):
         raise RowError(f"expected a JSON object, got {type(raw).__name__}")
+    return raw
+
+
+def parse_row(line: str, path: Path, number: int) -> Question:
+    raw = json_object(line)
     if "turns" in raw:
         return _spec_bench(raw, path, number)
     return _ours(raw, number)
