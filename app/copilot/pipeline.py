@@ -57,7 +57,7 @@ class EmptyQuestionError(SpecragError):
     """The question is blank."""
 
 
-SEARCHING = "searching the runbooks…"  # the status while the index is searched
+SEARCHING = "searching the sources…"  # the status while the index is searched
 CHECKING = "the closest source is a weak match: asking the model whether the sources answer the question…"
 
 

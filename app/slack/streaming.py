@@ -1,6 +1,6 @@
 """Render one answer's event stream into its Slack thread.
 
-Statuses go to `assistant.threads.setStatus` (the "searching the runbooks…" line under
+Statuses go to `assistant.threads.setStatus` (the "searching the sources…" line under
 the thread) while retrieval and prefill run. Tokens go to Slack's native stream
 (chat.startStream / appendStream / stopStream through slack_sdk's `chat_stream`
 helper, Markdown text), appended at most every `stream_interval` seconds. Where the

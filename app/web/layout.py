@@ -90,7 +90,8 @@ def _chat_column() -> dict[str, gr.components.Component]:
             autofocus=True,
         )
         ask = gr.Button("Ask", variant="primary", scale=1, min_width=80, elem_id="sr-ask")
-        stop = gr.Button("Stop", variant="stop", scale=1, min_width=80, elem_id="sr-stop")
+        # grey: a red Stop beside Ask read as an alarm while nothing ran
+        stop = gr.Button("Stop", variant="secondary", scale=1, min_width=80, elem_id="sr-stop")
     with gr.Row():
         retry = gr.Button("Retry", size="sm", elem_id="sr-retry")
         new = gr.Button("New conversation", size="sm", elem_id="sr-new")

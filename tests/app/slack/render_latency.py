@@ -51,7 +51,7 @@ def main() -> None:
             time.sleep(args.call_s)
 
     def pipeline():
-        yield Status("searching", "searching the runbooks…")
+        yield Status("searching", "searching the sources…")
         time.sleep(PREFILL_S)
         for i in range(args.tokens):
             time.sleep(args.token_s)

@@ -32,7 +32,7 @@ def test_mention_gets_status_then_streamed_answer_with_sources_in_its_thread(sla
 
     status = slack.calls_to("assistant.threads.setStatus")
     start = slack.calls_to("chat.startStream")[0]
-    first = {"channel_id": "C0OPS", "thread_ts": event["ts"], "status": "searching the runbooks…"}
+    first = {"channel_id": "C0OPS", "thread_ts": event["ts"], "status": "searching the sources…"}
     assert status[0].params.items() >= first.items()
     assert status[0].at < start.at and {c.params["thread_ts"] for c in status} == {event["ts"]}
     assert start.params["thread_ts"] == event["ts"] and start.params["recipient_user_id"] == "U0ALICE"

@@ -22,7 +22,7 @@ def squash(text: str) -> str:
 def long_answer(copilot):
     final = collect(copilot.answer("How do I drain a node?", options=OPTIONS))
     final = dataclasses.replace(final, answer="".join(WORDS))
-    return [Status("searching", "searching the runbooks…"), *[Token(w, [], [], {}) for w in WORDS], final]
+    return [Status("searching", "searching the sources…"), *[Token(w, [], [], {}) for w in WORDS], final]
 
 
 @pytest.mark.parametrize("native", [True, False])
