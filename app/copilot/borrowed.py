@@ -18,7 +18,7 @@ prompt's example, not from the sources, when
   it there, but Slurm's pages speak of backup controllers: had one been among the passages,
   the topic would have been no evidence and the sentence would have gone unreported.
 
-A sentence that copies such a run is left out of the shown answer (`copied_from_example`), with a
+A sentence that copies such a run is left out of the shown answer (`without_copied`), with a
 note that says so: in session 32 two of twenty Slurm answers ended on the example's closing line
 ("Yesterday's job is in it: backups run nightly at 01:00 [2]." for jobs that finished
 yesterday), citing a Slurm page for a schedule only the example has. Nothing but the example
@@ -34,6 +34,7 @@ from functools import cache
 
 from app.copilot.attribution import sentence_spans
 from app.copilot.markers import MARKER_GROUP
+from app.copilot.repeats import without_sentences
 
 # What only the worked example is about: a test holds each to occur in the demonstration
 EXAMPLE_TOPIC = ("backup", "snapshot", "restore", "nightly", "vendor", "bkp")
@@ -65,11 +66,14 @@ def borrowed_sentences(answer: str, passages: Sequence[str], question: str) -> l
     return found
 
 
-def copied_from_example(answer: str, passages: Sequence[str], question: str) -> list[tuple[str, str]]:
-    """(sentence, run) for each prose sentence of `answer` that copies a run of the example's words no passage,
-    the question or the instructions hold: the sentences the shown answer leaves out."""
+def without_copied(answer: str, passages: Sequence[str], question: str) -> tuple[str, list[tuple[str, str]]]:
+    """`answer` without each prose sentence that copies a run of the example's words no passage, the question or
+    the instructions hold, and those (sentence, run). An answer made of nothing else comes back whole, with none:
+    borrowed_sentences then warns of it."""
     elsewhere = _elsewhere(passages, question)
-    return [(sentence, run) for sentence in _prose_sentences(answer) if (run := _copied_run(sentence, elsewhere))]
+    copied = [(sentence, run) for sentence in _prose_sentences(answer) if (run := _copied_run(sentence, elsewhere))]
+    kept = without_sentences(answer, [sentence for sentence, _ in copied])
+    return (kept, copied) if kept else (answer, [])
 
 
 def _prose_sentences(answer: str) -> list[str]:

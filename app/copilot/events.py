@@ -207,8 +207,7 @@ class Final:
         prompt's worked example: borrowed.py), or the notice that withholds it."""
         if self.withheld or self.recited:
             return self.withheld or self.recited
-        shown = shown_answer(self.answer, self.finish_reason)
-        return without_sentences(shown, [sentence for sentence, _ in self.left_out]) if self.left_out else shown
+        return without_sentences(shown_answer(self.answer, self.finish_reason), [s for s, _ in self.left_out])
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.copilot import citations as cite
 from app.copilot import gate, loading
 from app.copilot.attribution import attribute, judge_quotes
-from app.copilot.borrowed import borrowed_sentences, copied_from_example
+from app.copilot.borrowed import borrowed_sentences, without_copied
 from app.copilot.code_spans import prose
 from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
 from app.copilot.copied_code import CopiedCode
@@ -537,13 +537,7 @@ def _checked_final(
     passages = prepared.all_passages
     citations = cite.build_citations(answer, ids, origins, passages, decode)
     read = [shown_text(p) for p in passages]  # the passages as the model read them
-    displayed = shown_answer(answer, finish)  # as Final.shown
-    left_out = copied_from_example(displayed, read, prepared.question)
-    kept = without_sentences(displayed, [sentence for sentence, _ in left_out]) if left_out else displayed
-    if kept:  # an answer made only of the example's words stays whole, warned of as borrowed
-        displayed = kept
-    else:
-        left_out = []
+    displayed, left_out = without_copied(shown_answer(answer, finish), read, prepared.question)  # as Final.shown
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
     if added is not None:
         displayed = f"[{added}] {displayed}"
@@ -551,7 +545,7 @@ def _checked_final(
         citations = cite.of_shown_text(citations, displayed, passages)
     numbers = [p.number for p in passages]
     # a left-out sentence's items are not the user's to check: they never see it
-    checked_text = without_sentences(answer, [sentence for sentence, _ in left_out]) if left_out else answer
+    checked_text = without_sentences(answer, [sentence for sentence, _ in left_out])
     checked = with_tools(check_grounding(checked_text, read, prepared.question, numbers), passages, checked_text)
     texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)

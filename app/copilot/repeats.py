@@ -117,7 +117,9 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
 
 def without_sentences(text: str, sentences: Sequence[str]) -> str:
     """`text` with each of `sentences` (as written in it) taken out, with the spaces after it and any line or
-    blank line it leaves empty."""
+    blank line it leaves empty. With no sentences, `text` comes back as written."""
+    if not sentences:
+        return text
     for sentence in sentences:
         text = re.sub(re.escape(sentence) + r"[ \t]*", "", text, count=1)
     text = "\n".join(line.rstrip() for line in text.split("\n"))
