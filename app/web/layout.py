@@ -2,7 +2,8 @@
 
 Events: ask (textbox submit or the Ask button) and retry run `respond` in the shared
 "engine" concurrency slot (limit 1; gradio shows the queue position on the chat), as does
-the API endpoint `/ask`; stop sets the session's stop flag outside the queue; new
+the API endpoint `/ask`; stop sets the session's stop flag outside the queue, and can be
+clicked only while an answer of this page runs (from its first output to its end); new
 conversation closes any running answer (gradio `cancels`) and clears the state; thumbs
 up/down store a vote; a 1 s timer shows the loading progress until the models are ready.
 """
@@ -90,8 +91,8 @@ def _chat_column() -> dict[str, gr.components.Component]:
             autofocus=True,
         )
         ask = gr.Button("Ask", variant="primary", scale=1, min_width=80, elem_id="sr-ask")
-        # grey: a red Stop beside Ask read as an alarm while nothing ran
-        stop = gr.Button("Stop", variant="secondary", scale=1, min_width=80, elem_id="sr-stop")
+        # grey, and off while nothing runs: a live red Stop beside Ask read as an alarm
+        stop = gr.Button("Stop", variant="secondary", scale=1, min_width=80, elem_id="sr-stop", interactive=False)
     with gr.Row():
         retry = gr.Button("Retry", size="sm", elem_id="sr-retry")
         new = gr.Button("New conversation", size="sm", elem_id="sr-new")
@@ -144,7 +145,10 @@ def _wire_answers(page: Page, backend: Backend, event_delay: float) -> list:
 
     def run(question_text, chat_state, temperature, passages, speculation, max_tokens, request: gr.Request):
         options = chat.answer_options(temperature, passages, speculation, max_tokens)
-        yield from chat.respond(backend, question_text, chat_state, options, request, event_delay)
+        stop = gr.Button(interactive=True)  # sent once, with the first output; the rest leave it be
+        for messages, state in chat.respond(backend, question_text, chat_state, options, request, event_delay):
+            yield messages, state, stop
+            stop = gr.skip()
 
     def echo(question_text: str, chat_state: ChatState):
         return "", question_text, [*chat_state.messages(), *Exchange(question_text or "").messages()]
@@ -153,7 +157,7 @@ def _wire_answers(page: Page, backend: Backend, event_delay: float) -> list:
         last = chat_state.pop_last()
         return last.question if last else "", chat_state.messages(), chat_state
 
-    inputs, outputs = [page.pending, page.state, *page.controls], [page.chatbot, page.state]
+    inputs, outputs = [page.pending, page.state, *page.controls], [page.chatbot, page.state, page.stop]
     asking = gr.on(
         [page.question.submit, page.ask.click],
         echo,
@@ -162,10 +166,17 @@ def _wire_answers(page: Page, backend: Backend, event_delay: float) -> list:
         queue=False,
     )
     retrying = page.retry.click(pop_last, [page.state], [page.pending, page.chatbot, page.state], queue=False)
-    return [
+    answering = [
         asking.then(run, inputs, outputs, api_name=False, show_progress="full", **ENGINE),
         retrying.then(run, inputs, outputs, api_name=False, show_progress="full", **ENGINE),
     ]
+    for event in answering:  # runs after an answer ends, failed or not (a cancelled one: see new conversation)
+        event.then(_stop_off, None, page.stop, queue=False)
+    return answering
+
+
+def _stop_off() -> gr.Button:
+    return gr.Button(interactive=False)
 
 
 def _wire_session(page: Page, backend: Backend, running: list) -> None:
@@ -179,9 +190,9 @@ def _wire_session(page: Page, backend: Backend, running: list) -> None:
 
     page.stop.click(request_stop, None, None, queue=False)
     page.new.click(
-        lambda: (ChatState(), [], "", ""),
+        lambda: (ChatState(), [], "", "", _stop_off()),
         None,
-        [page.state, page.chatbot, page.question, page.feedback_note],
+        [page.state, page.chatbot, page.question, page.feedback_note, page.stop],
         cancels=running,
         queue=False,
     )

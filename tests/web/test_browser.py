@@ -84,9 +84,15 @@ def votes(db: Path) -> list[tuple]:
         return conn.execute("SELECT rating, question, answer, models FROM feedback").fetchall()
 
 
+def stop_enabled(page) -> bool:
+    return page.locator("#sr-stop").is_enabled()
+
+
 def test_answer_streams_then_shows_sources_stats_and_provenance(page, chat_server):
     before = details_count(page)
+    assert not stop_enabled(page), "Stop is live before anything was asked"
     ask(page, "How do I rotate the glyph bank?")
+    page.wait_for_selector("#sr-stop:enabled", timeout=30_000)  # live while the answer runs
     lengths = []
     deadline = time.monotonic() + 90
     while details_count(page) == before and time.monotonic() < deadline:
@@ -102,6 +108,7 @@ def test_answer_streams_then_shows_sources_stats_and_provenance(page, chat_serve
     assert "Copied verbatim from source" in details.locator(".sr-legend").inner_text()
     details.locator(".sr-source summary").first.click()  # the chunk text on expand
     assert "rotation phrase of the glyph bank" in details.locator(".sr-chunk").first.inner_text()
+    page.wait_for_selector("#sr-stop:disabled", timeout=10_000)  # and off again once it has ended
     shoot(page, chat_server, "01-answer")
 
 
@@ -155,6 +162,7 @@ def test_retry_reanswers_the_last_question_and_new_conversation_starts_afresh(pa
     assert page.locator('#sr-chat [data-testid="user"]').count() == users
     page.click("#sr-new")
     page.wait_for_function("document.querySelectorAll('#sr-chat [data-testid=\"user\"]').length === 0")
+    assert not stop_enabled(page)
     ask(page, "Where do munge keys live?")
     wait_for_details(page, 1)
     assert "earlier turn" not in page.locator("#sr-chat").inner_text()
