@@ -16,7 +16,10 @@ prompt's example, not from the sources, when
   the prompt's instructions hold. Asked to run one script on 500 files, an answer ended "...
   in the `input` directory: backups run nightly at 01:00 [2]." (session 26). The topic caught
   it there, but Slurm's pages speak of backup controllers: had one been among the passages,
-  the topic would have been no evidence and the sentence would have gone unreported.
+  the topic would have been no evidence and the sentence would have gone unreported. Four
+  words are a run when one of them is a number of the example's: its numbers are made up, and
+  "Yesterday's node is in it: squeue runs nightly at 01:00 [3]." (session 32) copied only
+  "nightly at 01:00". Of the 168 saved answers of session 32's five sets, that one alone changed.
 
 A sentence that copies such a run is left out of the shown answer (`without_copied`), with a
 note that says so: in session 32 two of twenty Slurm answers ended on the example's closing line
@@ -40,6 +43,9 @@ from app.copilot.repeats import without_sentences
 EXAMPLE_TOPIC = ("backup", "snapshot", "restore", "nightly", "vendor", "bkp")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 EXAMPLE_RUN = 5  # words in a row: "backups run nightly at 01:00" is six ("01", "00")
+# A shorter run counts when it carries one of the example's numbers: they are made up ("squeue runs nightly at
+# 01:00" copies four words, "nightly at 01 00"), while four everyday words are not evidence ("it from the latest").
+NUMBER_RUN = 4
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
 
 
@@ -89,17 +95,22 @@ def _copied_run(sentence: str, elsewhere: set[tuple[str, ...]]) -> str:
     tokens = list(_tokens(MARKER_GROUP.sub(lambda m: " " * len(m.group()), sentence)))
     words = [word for word, _, _ in tokens]
     own = _example_runs()
-    hits = [i for i, run in enumerate(_windows(words)) if run in own and run not in elsewhere]
-    if not hits:
+    spans = [  # (first token, last token) of each run
+        (i, i + len(run) - 1)
+        for size in (NUMBER_RUN, EXAMPLE_RUN)
+        for i, run in enumerate(_windows(words, size))
+        if run in own and run not in elsewhere
+    ]
+    if not spans:
         return ""
-    stretches = []  # overlapping runs joined: (first run, last run)
-    for i in hits:
-        if stretches and i == stretches[-1][1] + 1:
-            stretches[-1] = (stretches[-1][0], i)
+    stretches: list[list[int]] = []  # overlapping runs joined
+    for first, last in sorted(spans):
+        if stretches and first <= stretches[-1][1]:
+            stretches[-1][1] = max(stretches[-1][1], last)
         else:
-            stretches.append((i, i))
+            stretches.append([first, last])
     first, last = max(stretches, key=lambda pair: pair[1] - pair[0])
-    return sentence[tokens[first][1] : tokens[last + EXAMPLE_RUN - 1][2]]
+    return sentence[tokens[first][1] : tokens[last][2]]
 
 
 @cache
@@ -120,9 +131,11 @@ def _words(text: str) -> list[str]:
     return [word for word, _, _ in _tokens(text)]
 
 
-def _windows(words: list[str]) -> list[tuple[str, ...]]:
-    return [tuple(words[i : i + EXAMPLE_RUN]) for i in range(len(words) - EXAMPLE_RUN + 1)]
+def _windows(words: list[str], size: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + size]) for i in range(len(words) - size + 1)]
 
 
 def _runs(words: list[str]) -> set[tuple[str, ...]]:
-    return set(_windows(words))
+    """The word runs that count: every EXAMPLE_RUN words, and every NUMBER_RUN words with a number among them."""
+    short = {run for run in _windows(words, NUMBER_RUN) if any(word.isdigit() for word in run)}
+    return set(_windows(words, EXAMPLE_RUN)) | short

@@ -2,7 +2,7 @@
 
 import json
 
-from app.copilot.borrowed import EXAMPLE_TOPIC, _stems, borrowed_sentences
+from app.copilot.borrowed import EXAMPLE_TOPIC, _stems, borrowed_sentences, without_copied
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
 from app.copilot.prompting import DEMONSTRATION, SYSTEM_PROMPT
@@ -58,6 +58,20 @@ def test_a_run_of_the_examples_words_is_reported_even_where_a_source_speaks_of_i
     assert borrowed_sentences("[1] Take it from the latest.", [ARRAYS.text], ARRAY_QUESTION) == []
     taken = "[1] Take it from the latest snapshot [2]."
     assert borrowed_sentences(taken, [ARRAYS.text], ARRAY_QUESTION) == [(taken, "it from the latest snapshot")]
+
+
+def test_four_words_of_the_example_with_one_of_its_numbers_are_a_run():
+    # fresh-16 (session 32): only four words of the example in a row, one of them its made-up time
+    sentence = "Yesterday's node is in it: squeue runs nightly at 01:00 [3]."
+    answer = f"[1] Run `squeue -w node`. {sentence}"
+    assert borrowed_sentences(answer, [ARRAYS.text], ARRAY_QUESTION) == [(sentence, "nightly at 01:00")]
+    assert without_copied(answer, [ARRAYS.text], ARRAY_QUESTION) == (
+        "[1] Run `squeue -w node`.",
+        [(sentence, "nightly at 01:00")],
+    )
+    # a source that holds them makes them its own; three words with the number are not a run
+    assert borrowed_sentences(sentence, [ARRAYS.text, "The check runs nightly at 01:00."], ARRAY_QUESTION) == []
+    assert borrowed_sentences("[1] It begins at 01:00 [2].", [ARRAYS.text], ARRAY_QUESTION) == []
 
 
 def test_the_instructed_abstention_is_not_a_run_of_the_example():
