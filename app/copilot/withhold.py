@@ -11,7 +11,15 @@ installs that driver or logs in to that host. A dev answer told them CUDA 12 nee
 "470.30.0", which no source says (session 14); in the 61-question run it was the only
 version or address in any answer that no source had. So such answers are withheld too.
 Other unfound specifics (a quantity, a name, a command) stay flagged in a shown answer:
-they are claims to check, not an address to use.
+they are claims to check, not an address to use, with one exception: the value of a setting
+that the question asks about and no passage names. Asked "what is CVMFS_TIMEOUT set to on our
+worker nodes?", with six CVMFS passages none of which names it, an answer said "CVMFS_TIMEOUT
+is set to 10 seconds on our worker nodes" (runbooks `rb-31`, which this rule was written after
+reading). Such a value cannot come from the sources, since they never speak of that setting, and it
+is about the operator's own site, where it would be acted on. So a prose sentence that names
+such a setting (CamelCase or with an underscore, as configuration keys are written) and gives
+an unfound value (a quantity, number, time or version) withholds the answer too. Rescoring the
+168 saved answers of session 32's five sets, that answer alone was withheld by it.
 
 An answer that cites none of its sources is withheld too (`CitationGuard`). The prompt and
 its demonstration open every answer with the [n] of its source, and the default model did
@@ -46,7 +54,9 @@ from collections.abc import Mapping, Sequence
 from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import prose, prose_so_far
+from app.copilot.definitions import SETTING
 from app.copilot.events import GroundingItem
+from app.copilot.markers import MARKER_GROUP
 from app.copilot.recite import MIN_RECITE_WORDS
 from app.copilot.specifics import SpecificsChecker
 
@@ -132,6 +142,41 @@ def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
     )
 
 
+# a configuration key: CamelCase (MaxJobCount) or with an underscore (CVMFS_TIMEOUT); not a plural acronym (GPUs)
+_KEY_SHAPE = re.compile(r"[a-z][A-Z]|_")
+VALUE_KINDS = ("quantity", "number", "phone", "time", "version")  # the specifics that state a setting's value
+_BARE_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w.-]*\w)")  # "set to 10": no specific, still a value
+
+
+def unsourced_settings(question: str, passages: Sequence[str]) -> list[str]:
+    """The configuration keys the question names that no passage names (any case)."""
+    sources = "\n".join(passages).casefold()
+    named = [name for name in SETTING.findall(question) if _KEY_SHAPE.search(name)]
+    return [name for name in dict.fromkeys(named) if name.casefold() not in sources]
+
+
+def unsourced_value_notice(
+    answer: str, unsourced: Sequence[str], checker: SpecificsChecker, sources: Sequence[str] = ()
+) -> str:
+    """The notice for an answer whose prose gives an unfound value (a specific, or a bare number that none of
+    `sources` holds) in a sentence naming one of `unsourced` (unsourced_settings), '' when it gives none."""
+    if not unsourced:
+        return ""
+    numbers = {float(n) for n in _BARE_NUMBER.findall("\n".join(sources))}
+    for begin, end, _, fenced in sentence_spans(answer):
+        sentence = answer[begin:end]
+        named = [name for name in unsourced if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", sentence, re.I)]
+        if fenced or not named:
+            continue
+        bare = {float(n) for n in _BARE_NUMBER.findall(MARKER_GROUP.sub(" ", prose(sentence)))}
+        if bare - numbers or any(item.kind in VALUE_KINDS and not item.found for item in checker.check(sentence)):
+            return (
+                f"{WITHHELD} gave a value for {named[0]}, which no source names, so it is not shown. "
+                "Look the setting up in your site's configuration."
+            )
+    return ""
+
+
 def withheld_reason(notice: str) -> str:
     """Why a notice withholds its answer, for a front end's warning line: "the drafted answer cited none..."."""
     return notice.removeprefix(WITHHELD.split(": ", 1)[0] + ": ").split(", so it is not shown")[0]
@@ -142,6 +187,8 @@ class ContactGuard:
 
     def __init__(self, passages: Sequence[str], question: str) -> None:
         self._checker = SpecificsChecker(passages, question)
+        self._unsourced = unsourced_settings(question, passages)
+        self._sources = [*passages, question]
         self._text = ""
         self._released = 0
         self.notice = ""  # not '': the answer named a contact no source has (the withheld notice)
@@ -158,7 +205,10 @@ class ContactGuard:
     def _release(self, end: int) -> str:
         if self.notice or end <= self._released:
             return ""
-        self.notice = withheld_notice(self._checker.check(self._text[:end]))
+        shown = self._text[:end]
+        self.notice = withheld_notice(self._checker.check(shown)) or unsourced_value_notice(
+            shown, self._unsourced, self._checker, self._sources
+        )
         if self.notice:
             return ""
         shown, self._released = self._text[self._released : end], end

@@ -8,9 +8,10 @@ from copilot_fakes import FakeRetriever, script_answer
 from app.cli import main
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, GroundingItem, ModelOptions, collect, loading
 from app.copilot import pipeline as pipeline_module
-from app.copilot.events import Token
+from app.copilot.events import Passage, Token
 from app.copilot.grounding import check_grounding
-from app.copilot.withhold import WITHHELD, ContactGuard, withheld_notice
+from app.copilot.pipeline import final_from_text
+from app.copilot.withhold import WITHHELD, ContactGuard, unsourced_settings, withheld_notice
 from app.eval.abstention import abstains
 from app.eval.questions import Question
 from app.eval.runner import answer_record
@@ -97,6 +98,57 @@ def test_other_unfound_specifics_stay_flags_on_a_shown_answer():
     items = check_grounding(answer, PASSAGES, "How do I drain a node?")
     assert any(not item.found for item in items)  # flagged ...
     assert withheld_notice(items) == ""  # ... but not withheld: claims to check, not an address to use
+
+
+CVMFS = [  # on the question's topic, but none names the setting it asks about
+    "Check the mount with `cvmfs_config probe atlas.cern.ch`; a slow stratum-1 shows as timeouts in the log.",
+    "Set CVMFS_HTTP_PROXY in /etc/cvmfs/default.local; wipe the cache with `cvmfs_config wipecache`.",
+]
+TIMEOUT_QUESTION = "what is CVMFS_TIMEOUT set to on our worker nodes? are slow fetches timing out too early?"
+
+
+def final_for(answer: str, passages: list[str] = CVMFS, question: str = TIMEOUT_QUESTION):
+    shown = [Passage(n, text, f"cvmfs-{n}.md") for n, text in enumerate(passages, 1)]
+    return final_from_text(question, shown, answer, "eos")
+
+
+def test_the_settings_a_question_asks_about_are_unsourced_when_no_passage_names_them():
+    assert unsourced_settings(TIMEOUT_QUESTION, CVMFS) == ["CVMFS_TIMEOUT"]
+    assert unsourced_settings(TIMEOUT_QUESTION, [*CVMFS, "cvmfs_timeout: seconds before a fetch fails"]) == []
+    # keys are CamelCase or snake: a plural acronym is not one, a key the sources name is not unsourced
+    assert unsourced_settings("How many GPUs, and is MaxJobCount or CVMFS_HTTP_PROXY set?", CVMFS) == ["MaxJobCount"]
+
+
+def test_a_value_given_for_a_setting_no_source_names_withholds_the_answer():
+    answer = "[1] CVMFS_TIMEOUT is set to 10 seconds on our worker nodes. Slow fetches may time out too early."
+    final = final_for(answer)
+    assert final.withheld.startswith(WITHHELD) and "CVMFS_TIMEOUT" in final.withheld and "10" not in final.withheld
+    assert abstains(final.shown) and "10 seconds" not in final.shown
+    # in code, the setting's name counts too; the same words over a source that names it are the source's to check
+    assert final_for("[1] `CVMFS_TIMEOUT` is 10 seconds here.").withheld.startswith(WITHHELD)
+    assert final_for("[1] CVMFS_TIMEOUT is set to 10 on our nodes.").withheld.startswith(WITHHELD)  # a bare number
+    named = [*CVMFS, "CVMFS_TIMEOUT sets how long a fetch may take; the site's value is in default.local."]
+    assert final_for(answer, named).withheld == ""
+
+
+def test_an_answer_that_gives_no_value_for_the_unsourced_setting_is_shown():
+    for answer in [
+        "[1] The sources do not give CVMFS_TIMEOUT. Check the log for timeouts with `cvmfs_config probe`.",
+        "[1] CVMFS_TIMEOUT is not in the sources. Slow stratum-1 fetches show up after 10 seconds [1].",
+        "[1] Read it on a node:\n```\ngrep CVMFS_TIMEOUT=10 /etc/cvmfs/default.local\n```",
+    ]:
+        assert final_for(answer).withheld == "", answer
+    # a bare number a source holds is that source's
+    retries = [*CVMFS, "A failed fetch is retried 3 times before the job sees an error."]
+    assert final_for("[3] CVMFS_TIMEOUT is not given; a fetch is retried 3 times.", retries).withheld == ""
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 8])
+def test_a_streamed_value_for_an_unsourced_setting_never_reaches_the_screen(chunk):
+    answer = "[1] CVMFS_TIMEOUT is set to 10 seconds on our worker nodes. More."
+    guard = ContactGuard(CVMFS, TIMEOUT_QUESTION)
+    shown = "".join(guard.feed(answer[i : i + chunk]) for i in range(0, len(answer), chunk)) + guard.flush()
+    assert guard.notice.startswith(WITHHELD) and "10" not in shown and answer.startswith(shown)
 
 
 @pytest.fixture
