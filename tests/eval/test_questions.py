@@ -117,3 +117,18 @@ def test_the_first_spec_bench_rag_questions_read_cleanly():
     questions, skipped = read_questions(SPEC_BENCH, limit=10)
     assert skipped == [] and len(questions) == 10
     assert all(q.chunks and q.references for q in questions)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*sorted(SLURM.parent.glob("*questions.jsonl")), SLURM.parents[1] / "runbook_questions.jsonl"],
+    ids=lambda path: path.name,
+)
+def test_every_bundled_question_set_reads_whole(path):
+    questions, skipped = read_questions(path)
+    assert skipped == [] and questions, skipped
+    for question in questions:  # an unanswerable one has no gold page and no keyword; others have a gold page
+        if question.unanswerable:
+            assert not question.keywords, question.id
+        else:
+            assert question.gold_sources, question.id
