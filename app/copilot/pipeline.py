@@ -40,16 +40,14 @@ from app.copilot.prompting import (
 )
 from app.copilot.recite import recite
 from app.copilot.repeats import shown_answer, without_sentences
-from app.copilot.specifics import SpecificsChecker
 from app.copilot.splices import spliced_sentences
 from app.copilot.subcommands import with_tools
 from app.copilot.withhold import (
     UNCITED,
     CitationGuard,
     ContactGuard,
+    UnsourcedValueCheck,
     quoted_source,
-    unsourced_settings,
-    unsourced_value_notice,
     withheld_notice,
 )
 from core.errors import SpecragError
@@ -563,14 +561,7 @@ def _checked_final(
     if recitations:  # shown citing the sources its sentences quote
         displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
     grounding = attribute(displayed, checked)
-    unsourced = unsourced_settings(prepared.question, read)
-    notice = (
-        withheld_notice(grounding)
-        or unsourced_value_notice(
-            answer, unsourced, SpecificsChecker(read, prepared.question), [*read, prepared.question]
-        )
-        or cited_notice
-    )
+    notice = withheld_notice(grounding) or UnsourcedValueCheck(read, prepared.question).notice(answer) or cited_notice
     # the sources list marks what the shown text cites: nothing, when the answer is withheld
     listed = cite.no_citations(passages) if notice else citations
     used = {*listed.valid, *listed.copied}

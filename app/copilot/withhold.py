@@ -155,26 +155,32 @@ def unsourced_settings(question: str, passages: Sequence[str]) -> list[str]:
     return [name for name in dict.fromkeys(named) if name.casefold() not in sources]
 
 
-def unsourced_value_notice(
-    answer: str, unsourced: Sequence[str], checker: SpecificsChecker, sources: Sequence[str] = ()
-) -> str:
-    """The notice for an answer whose prose gives an unfound value (a specific, or a bare number that none of
-    `sources` holds) in a sentence naming one of `unsourced` (unsourced_settings), '' when it gives none."""
-    if not unsourced:
+class UnsourcedValueCheck:
+    """Finds a value given for a setting the question asks about and no passage names (module docstring)."""
+
+    def __init__(self, passages: Sequence[str], question: str, checker: SpecificsChecker | None = None) -> None:
+        self.settings = unsourced_settings(question, passages)
+        self._checker = checker or SpecificsChecker(passages, question)
+        self._numbers = {float(n) for n in _BARE_NUMBER.findall("\n".join([*passages, question]))}
+
+    def notice(self, answer: str) -> str:
+        """The withheld notice when a prose sentence of `answer` names one of `settings` and gives a value no
+        source has (an unfound specific, or a bare number), else ''."""
+        if not self.settings:
+            return ""
+        for begin, end, _, fenced in sentence_spans(answer):
+            sentence = answer[begin:end]
+            named = [s for s in self.settings if re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", sentence, re.I)]
+            if fenced or not named:
+                continue
+            bare = {float(n) for n in _BARE_NUMBER.findall(MARKER_GROUP.sub(" ", prose(sentence)))}
+            items = self._checker.check(sentence)
+            if bare - self._numbers or any(item.kind in VALUE_KINDS and not item.found for item in items):
+                return (
+                    f"{WITHHELD} gave a value for {named[0]}, which no source names, so it is not shown. "
+                    "Look the setting up in your site's configuration."
+                )
         return ""
-    numbers = {float(n) for n in _BARE_NUMBER.findall("\n".join(sources))}
-    for begin, end, _, fenced in sentence_spans(answer):
-        sentence = answer[begin:end]
-        named = [name for name in unsourced if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", sentence, re.I)]
-        if fenced or not named:
-            continue
-        bare = {float(n) for n in _BARE_NUMBER.findall(MARKER_GROUP.sub(" ", prose(sentence)))}
-        if bare - numbers or any(item.kind in VALUE_KINDS and not item.found for item in checker.check(sentence)):
-            return (
-                f"{WITHHELD} gave a value for {named[0]}, which no source names, so it is not shown. "
-                "Look the setting up in your site's configuration."
-            )
-    return ""
 
 
 def withheld_reason(notice: str) -> str:
@@ -187,8 +193,7 @@ class ContactGuard:
 
     def __init__(self, passages: Sequence[str], question: str) -> None:
         self._checker = SpecificsChecker(passages, question)
-        self._unsourced = unsourced_settings(question, passages)
-        self._sources = [*passages, question]
+        self._unsourced = UnsourcedValueCheck(passages, question, self._checker)
         self._text = ""
         self._released = 0
         self.notice = ""  # not '': the answer named a contact no source has (the withheld notice)
@@ -206,9 +211,7 @@ class ContactGuard:
         if self.notice or end <= self._released:
             return ""
         shown = self._text[:end]
-        self.notice = withheld_notice(self._checker.check(shown)) or unsourced_value_notice(
-            shown, self._unsourced, self._checker, self._sources
-        )
+        self.notice = withheld_notice(self._checker.check(shown)) or self._unsourced.notice(shown)
         if self.notice:
             return ""
         shown, self._released = self._text[self._released : end], end
