@@ -46,7 +46,7 @@ from app.copilot.withhold import (
     UNCITED,
     CitationGuard,
     ContactGuard,
-    UnsourcedValueCheck,
+    UnsourcedSubjectCheck,
     quoted_source,
     withheld_notice,
 )
@@ -561,7 +561,7 @@ def _checked_final(
     if recitations:  # shown citing the sources its sentences quote
         displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
     grounding = attribute(displayed, checked)
-    notice = withheld_notice(grounding) or UnsourcedValueCheck(read, prepared.question).notice(answer) or cited_notice
+    notice = withheld_notice(grounding) or UnsourcedSubjectCheck(read, prepared.question).notice(answer) or cited_notice
     # the sources list marks what the shown text cites: nothing, when the answer is withheld
     listed = cite.no_citations(passages) if notice else citations
     used = {*listed.valid, *listed.copied}

@@ -19,7 +19,13 @@ reading). Such a value cannot come from the sources, since they never speak of t
 is about the operator's own site, where it would be acted on. So a prose sentence that names
 such a setting (CamelCase or with an underscore, as configuration keys are written) and gives
 an unfound value (a quantity, number, time or version) withholds the answer too. Rescoring the
-168 saved answers of session 32's five sets, that answer alone was withheld by it.
+168 saved answers of session 32's five sets, that answer alone was withheld by it. The same holds
+for a tool: asked how to clear a BMC's event log "with ipmitool" over Slurm pages that never name
+it, the model wrote `ipmitool sel clear` (fresh3 `g-18`, read before this was written). A command
+line of the answer whose command the question names and no passage does comes from general
+knowledge, which is what the prompt forbids; so it withholds the answer as well. Of 189 saved
+answers (the five sets and fresh3), 11 code lines run a command no passage names; only `g-18`'s
+tool was named by its question (the others: `curl`, `mv`, a misspelt `ssacctmgr`, ... stay flagged).
 
 An answer that cites none of its sources is withheld too (`CitationGuard`). The prompt and
 its demonstration open every answer with the [n] of its source, and the default model did
@@ -53,7 +59,7 @@ from collections.abc import Mapping, Sequence
 
 from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
-from app.copilot.code_spans import prose, prose_so_far
+from app.copilot.code_spans import FENCE, INLINE, prose, prose_so_far
 from app.copilot.definitions import SETTING
 from app.copilot.events import GroundingItem
 from app.copilot.markers import MARKER_GROUP
@@ -145,6 +151,8 @@ def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
 # a configuration key: CamelCase (MaxJobCount) or with an underscore (CVMFS_TIMEOUT); not a plural acronym (GPUs)
 _KEY_SHAPE = re.compile(r"[a-z][A-Z]|_")
 VALUE_KINDS = ("quantity", "number", "phone", "time", "version")  # the specifics that state a setting's value
+_WORD = re.compile(r"[A-Za-z][\w.-]*[\w]|[A-Za-z]")  # a word as a tool's name is written: slurm.conf, cvmfs_config
+_COMMAND_WORD = re.compile(r"[a-z][\w.-]*")  # a command as typed: lower case first
 _BARE_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w.-]*\w)")  # "set to 10": no specific, still a value
 
 
@@ -155,17 +163,27 @@ def unsourced_settings(question: str, passages: Sequence[str]) -> list[str]:
     return [name for name in dict.fromkeys(named) if name.casefold() not in sources]
 
 
-class UnsourcedValueCheck:
-    """Finds a value given for a setting the question asks about and no passage names (module docstring)."""
+class UnsourcedSubjectCheck:
+    """Finds what an answer says of something the question names and no passage does: a value for a setting
+    (`CVMFS_TIMEOUT is set to 10 seconds`), a command of a tool (`ipmitool sel clear`). See the module docstring."""
 
     def __init__(self, passages: Sequence[str], question: str, checker: SpecificsChecker | None = None) -> None:
         self.settings = unsourced_settings(question, passages)
+        known = {word.casefold() for word in _WORD.findall("\n".join(passages))}
+        self.tools = {word.casefold() for word in _WORD.findall(question)} - known
         self._checker = checker or SpecificsChecker(passages, question)
         self._numbers = {float(n) for n in _BARE_NUMBER.findall("\n".join([*passages, question]))}
 
     def notice(self, answer: str) -> str:
-        """The withheld notice when a prose sentence of `answer` names one of `settings` and gives a value no
-        source has (an unfound specific, or a bare number), else ''."""
+        """The withheld notice when `answer` runs a command of one of `tools`, or when a prose sentence of it
+        names one of `settings` and gives a value no source has (an unfound specific, or a bare number); else ''."""
+        for line in [line for body in FENCE.findall(answer) for line in body.split("\n")] + INLINE.findall(answer):
+            tool = _command_word(line)
+            if tool and tool.casefold() in self.tools:
+                return (
+                    f"{WITHHELD} gave a command of {tool}, which no source names, so it is not shown. "
+                    "Look the command up in that tool's own documentation."
+                )
         if not self.settings:
             return ""
         for begin, end, _, fenced in sentence_spans(answer):
@@ -183,6 +201,14 @@ class UnsourcedValueCheck:
         return ""
 
 
+def _command_word(line: str) -> str:
+    """The command a code line runs (`ipmitool` of `$ sudo ipmitool sel clear`), '' when it starts with none."""
+    words = line.strip().lstrip("$#> ").split()
+    if words[:1] == ["sudo"]:
+        words = words[1:]
+    return words[0] if words and _COMMAND_WORD.fullmatch(words[0]) else ""
+
+
 def withheld_reason(notice: str) -> str:
     """Why a notice withholds its answer, for a front end's warning line: "the drafted answer cited none..."."""
     return notice.removeprefix(WITHHELD.split(": ", 1)[0] + ": ").split(", so it is not shown")[0]
@@ -193,7 +219,7 @@ class ContactGuard:
 
     def __init__(self, passages: Sequence[str], question: str) -> None:
         self._checker = SpecificsChecker(passages, question)
-        self._unsourced = UnsourcedValueCheck(passages, question, self._checker)
+        self._unsourced = UnsourcedSubjectCheck(passages, question, self._checker)
         self._text = ""
         self._released = 0
         self.notice = ""  # not '': the answer named a contact no source has (the withheld notice)

@@ -143,6 +143,38 @@ def test_an_answer_that_gives_no_value_for_the_unsourced_setting_is_shown():
     assert final_for("[3] CVMFS_TIMEOUT is not given; a fetch is retried 3 times.", retries).withheld == ""
 
 
+NODES = [  # Slurm's side of node maintenance: no word of the vendor tool the question asks about
+    "Return a node to service with `scontrol update NodeName=cn042 State=RESUME`.",
+    "A node's Reason field records why it was drained.",
+]
+SEL_QUESTION = "How do I clear the BMC event log with ipmitool on a Dell node before I resume it?"
+
+
+def test_a_command_of_a_tool_the_question_names_and_no_source_does_withholds_the_answer():
+    for answer in [
+        "[1] Clear it first:\n```\nipmitool sel clear\n```\nThen resume the node [1].",
+        "[1] Run `sudo ipmitool sel clear`, then resume the node [1].",
+        "[2] Clear the log:\n```\n$ ipmitool -I lanplus sel clear\n```",
+    ]:
+        final = final_for(answer, NODES, SEL_QUESTION)
+        assert final.withheld.startswith(WITHHELD) and "a command of ipmitool" in final.withheld, answer
+        assert abstains(final.shown) and "sel clear" not in final.shown
+    # the tool named by a source, only named in prose, or not asked about: a claim to check, still shown
+    assert (
+        final_for("[1] Run `ipmitool sel clear`.", [*NODES, "Use ipmitool for the BMC."], SEL_QUESTION).withheld == ""
+    )
+    assert final_for("[1] The sources do not say how to use ipmitool.", NODES, SEL_QUESTION).withheld == ""
+    assert final_for("[1] Run `curl -s http://bmc/log`.", NODES, SEL_QUESTION).withheld == ""
+
+
+@pytest.mark.parametrize("chunk", [1, 4])
+def test_a_streamed_command_of_an_unsourced_tool_stops_at_its_name(chunk):
+    answer = "[1] Clear it first:\n```\nipmitool sel clear\n```\nThen resume the node [1]."
+    guard = ContactGuard(NODES, SEL_QUESTION)
+    shown = "".join(guard.feed(answer[i : i + chunk]) for i in range(0, len(answer), chunk)) + guard.flush()
+    assert guard.notice.startswith(WITHHELD) and "sel clear" not in shown and answer.startswith(shown)
+
+
 @pytest.mark.parametrize("chunk", [1, 3, 8])
 def test_a_streamed_value_for_an_unsourced_setting_never_reaches_the_screen(chunk):
     answer = "[1] CVMFS_TIMEOUT is set to 10 seconds on our worker nodes. More."
