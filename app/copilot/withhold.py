@@ -202,11 +202,12 @@ class UnsourcedSubjectCheck:
 
 
 def _command_word(line: str) -> str:
-    """The command a code line runs (`ipmitool` of `$ sudo ipmitool sel clear`), '' when it starts with none."""
+    """The command a code line runs (`ipmitool` of `$ sudo ipmitool sel clear`), '' when it runs none. A lone
+    word is not a command line: `input` names a directory, `ipmitool` only names the tool."""
     words = line.strip().lstrip("$#> ").split()
     if words[:1] == ["sudo"]:
         words = words[1:]
-    return words[0] if words and _COMMAND_WORD.fullmatch(words[0]) else ""
+    return words[0] if len(words) >= 2 and _COMMAND_WORD.fullmatch(words[0]) else ""
 
 
 def withheld_reason(notice: str) -> str:

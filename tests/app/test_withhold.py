@@ -165,6 +165,8 @@ def test_a_command_of_a_tool_the_question_names_and_no_source_does_withholds_the
     )
     assert final_for("[1] The sources do not say how to use ipmitool.", NODES, SEL_QUESTION).withheld == ""
     assert final_for("[1] Run `curl -s http://bmc/log`.", NODES, SEL_QUESTION).withheld == ""
+    # a lone word in code is a name, not a command line (`ipmitool`; a directory, as in an array answer)
+    assert final_for("[1] The `ipmitool` and `Dell` tools are not in the sources.", NODES, SEL_QUESTION).withheld == ""
 
 
 @pytest.mark.parametrize("chunk", [1, 4])
