@@ -123,6 +123,7 @@ class Definition:
     title: str
     text: str
     quoted: str = ""
+    value: str = ""  # not '': a threshold (thresholds.py), the question's value; `text` is the row it falls in
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from app.copilot.recite import recite
 from app.copilot.repeats import shown_answer, without_sentences
 from app.copilot.splices import spliced_sentences
 from app.copilot.subcommands import with_tools
+from app.copilot.thresholds import thresholds
 from app.copilot.withhold import (
     UNCITED,
     CitationGuard,
@@ -596,6 +597,7 @@ def _checked_final(
         definitions=[]
         if notice
         else [
+            *thresholds(prepared.question, passages),
             *neighbour_quotes(displayed, passages, prepared.question),
             *defined_options(grounding, passages, displayed, prepared.question),
         ],

@@ -132,7 +132,9 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "left_out": [list(pair) for pair in final.left_out],
         },
         # what the passages say the options of the answer's code do, as the front ends show it (definitions.py)
-        "definitions": [[d.name, d.source, d.text] for d in final.definitions if not d.quoted],
+        "definitions": [[d.name, d.source, d.text] for d in final.definitions if not d.quoted and not d.value],
+        # the row or item of a source's thresholds each value of the question falls in (thresholds.py)
+        "thresholds": [[d.value, d.source, d.text] for d in final.definitions if d.value],
         # words the answer quotes from an entry it does not name: its neighbour's description (neighbour_quotes.py)
         "neighbour_quotes": [[d.name, d.source, d.quoted] for d in final.definitions if d.quoted],
         # sentences joining quotes of two different items of one source (splices.py)

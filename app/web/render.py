@@ -278,11 +278,19 @@ def grounding_html(
 
 def definitions_html(definitions: Sequence[Definition]) -> str:
     """What the sources say the answer's options and terms mean: a real option used for the wrong purpose
-    shows here (definitions.py)."""
-    if not definitions:
-        return ""
-    rows = "".join(f"<li>{definition(defined, _code_html, inert_html)}</li>" for defined in definitions)
-    return f'<div class="sr-defs"><div class="sr-h">What the sources say these terms mean</div><ul>{rows}</ul></div>'
+    shows here (definitions.py); above them, where the question's values fall in the sources' thresholds
+    (thresholds.py)."""
+    blocks = [
+        ("Your values against the sources' thresholds", [d for d in definitions if d.value]),
+        ("What the sources say these terms mean", [d for d in definitions if not d.value]),
+    ]
+    return "".join(
+        f'<div class="sr-defs"><div class="sr-h">{heading}</div><ul>'
+        + "".join(f"<li>{definition(defined, _code_html, inert_html)}</li>" for defined in shown)
+        + "</ul></div>"
+        for heading, shown in blocks
+        if shown
+    )
 
 
 def _code_html(text: str) -> str:

@@ -1,0 +1,91 @@
+"""A value of the question against the sources' thresholds: the row or item it falls in, shown under the answer."""
+
+from app.copilot.events import Passage
+from app.copilot.pipeline import final_from_text
+from app.copilot.summary import check_notes
+from app.copilot.thresholds import thresholds
+from app.web.render import definitions_html
+
+CERT = Passage(
+    1,
+    "| Lifetime left | State | Action |\n| --- | --- | --- |\n"
+    "| More than 30 days | OK | Nothing |\n"
+    "| **Less than 30 days** | WARNING | Open a helpdesk ticket for the Grid Middleware Expert |\n"
+    "| **Less than 7 days** | CRITICAL | Page the On-call Site Administrator |\n"
+    "| Expired | Outage | Declare an unscheduled OUTAGE |",
+    "certificate-expiry.md",
+    "Host and User Certificate Expiry",
+    "Thresholds",
+)
+SQUID = Passage(
+    2,
+    "| Check | WARNING | CRITICAL |\n| --- | --- | --- |\n"
+    "| HTTP 5xx responses in `access.log` | > 1 % | > 5 % |\n"
+    "| Cache disk `/var/cache/squid` | 85 % | 95 % |\n"
+    "| Frontier cache hit ratio | < 70 % | < 50 % |",
+    "squid.md",
+    "Squid Proxies",
+    "Thresholds",
+)
+STORAGE = Passage(
+    3,
+    "The same site-wide thresholds apply to all three:\n\n"
+    "- **WARNING at 85 %** used: investigate during the shift.\n"
+    "- **CRITICAL at 95 %** used: act now.",
+    "storage.md",
+    "Storage Full and Quotas",
+    "Thresholds",
+)
+TRIAGE = Passage(
+    4,
+    "| Pattern | Runbook | Expert | Escalate when |\n| --- | --- | --- | --- |\n"
+    "| CVMFS broken | CVMFS runbook | Grid Middleware Expert | More than 5 % of worker nodes failing the probe |",
+    "triage.md",
+    "Monitoring Alert Triage",
+    "Patterns",
+)
+
+
+def rows(question, passages=(CERT, SQUID, STORAGE, TRIAGE)):
+    return [(d.value, d.source, d.text) for d in thresholds(question, list(passages))]
+
+
+def test_a_value_falls_in_the_closest_bound_it_meets():
+    warning = "Less than 30 days · WARNING · Open a helpdesk ticket for the Grid Middleware Expert"
+    assert rows("about 20 days left on the host cert, is that urgent?") == [("20 days", 1, warning)]
+    # under 30 days and under 7 days: the 7-day row is the band it is in
+    assert rows("the host cert on ce02 expires in 3 days") == [
+        ("3 days", 1, "Less than 7 days · CRITICAL · Page the On-call Site Administrator")
+    ]
+    assert rows("the cert has 45 days left") == [("45 days", 1, "More than 30 days · OK · Nothing")]
+
+
+def test_a_level_table_is_read_on_the_row_the_question_is_about():
+    assert rows("the squid cache disk is at 96%") == [("96%", 2, "Cache disk /var/cache/squid: CRITICAL 95 %")]
+    assert rows("squid cache disk at 90 %") == [("90 %", 2, "Cache disk /var/cache/squid: WARNING 85 %")]
+    assert rows("the squid cache disk is at 40%") == []  # below every level
+    assert rows("the frontier hit ratio fell to 60%") == [("60%", 2, "Frontier cache hit ratio: WARNING < 70 %")]
+
+
+def test_a_list_item_counts_and_a_row_about_something_else_does_not():
+    assert rows("the storage pool on se01 is 87% full") == [
+        ("87%", 3, "WARNING at 85 % used: investigate during the shift.")
+    ]
+    # the alert table's "More than 5 % of worker nodes" bound is about nodes, not this space token
+    assert rows("ATLASDATADISK just hit 87%. should i clean up?", [TRIAGE]) == []
+    assert rows("how do I renew the host cert?") == []  # no value in the question
+
+
+def test_every_front_end_shows_where_the_value_falls():
+    answer = "[1] Open a helpdesk ticket for the Grid Middleware Expert [1]."
+    final = final_from_text("about 20 days left on the host cert, is that urgent?", [CERT], answer, "eos")
+    notes = [text for _, text in check_notes(final, code=str)]
+    assert any(
+        text.startswith("your 20 days, against [1] (Host and User Certificate Expiry › Thresholds)") for text in notes
+    )
+    html = definitions_html(final.definitions)
+    assert (
+        "Your values against the sources&#x27; thresholds" in html
+        or "Your values against the sources' thresholds" in html
+    )
+    assert "Less than 30 days · WARNING" in html
