@@ -378,6 +378,8 @@ class Copilot:
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             gated=True,
+            # a value's band in a listed source's thresholds is the source's, not an answer: still shown
+            definitions=thresholds(prepared.question, prepared.new_passages),
         )
 
     def _prepare(

@@ -71,7 +71,9 @@ def close_fences(text: str) -> str:
 
 def details_html(final: Final) -> str:
     if final.gated:  # no model ran: nothing was copied, invented or timed; say why it was not answered
-        return f'<div class="sr-details">{sources_html(final.sources)}{stats_html(final)}</div>'
+        # (a value's band in a listed source's thresholds is the source's own words: shown all the same)
+        shown = definitions_html(final.definitions) + sources_html(final.sources) + stats_html(final)
+        return f'<div class="sr-details">{shown}</div>'
     texts = {p.number: p.text for p in final.passages}
     warning = weak_match_warning(final.relevance)
     parts = [

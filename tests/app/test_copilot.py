@@ -234,6 +234,22 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
     assert view.title == "the sources do not cover this question: not answered" and not view.pending
 
 
+def test_a_refusal_still_shows_where_the_questions_value_falls_in_a_listed_sources_thresholds(tiny_engine, calibrated):
+    ups = "| Signal | WARNING | CRITICAL |\n| --- | --- | --- |\n| UPS runtime left | < 15 min | < 10 min: shut down |"
+    retriever = FakeRetriever([("power.md", ups)], title="Power and Cooling Incident", heading="Thresholds")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), retriever)
+    retriever.similarity = 0.3
+    final = collect(copilot.answer("UPS runtime left shows 12 minutes, what do I do?"))
+    assert final.gated and [(d.value, d.text) for d in final.definitions] == [
+        ("12 minutes", "UPS runtime left: WARNING < 15 min")
+    ]
+    from app.copilot.summary import check_notes
+    from app.web import render as web_render
+
+    assert "UPS runtime left: WARNING &lt; 15 min" in web_render.details_html(final)
+    assert any("UPS runtime left: WARNING < 15 min" in text for _, text in check_notes(final, code=str))
+
+
 def test_every_front_end_shows_the_warn_modes_warning_with_the_answer(copilot, calibrated, capsys):
     from app import ask
     from app.slack import render as slack_render
