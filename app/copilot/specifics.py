@@ -133,7 +133,7 @@ class SpecificsChecker:
     def __init__(self, passages: Sequence[str], question: str = "") -> None:
         self._sources = "\n".join([*passages, question])
         self._phones = {_digits(text) for _, text in _phones(self._sources)}
-        self._quantities = {_quantity_key(text) for _, text in _quantities(_with_digits(self._sources))}
+        self._quantities = {quantity_key(text) for _, text in quantities(_with_digits(self._sources))}
         self._times = {_time_key(text) for _, text in _times(self._sources)}
         self._vocabulary = {w.casefold() for w in _WORD.findall(self._sources)}
 
@@ -145,7 +145,7 @@ class SpecificsChecker:
             "url": _urls,
             "host": _hosts,
             "phone": _phones,
-            "quantity": _quantities,
+            "quantity": quantities,
             "version": _versions,
             "time": _times,
         }
@@ -170,7 +170,7 @@ class SpecificsChecker:
         if kind in ("phone", "number"):
             return _digits(text) in self._phones
         if kind == "quantity":
-            return _quantity_key(text) in self._quantities
+            return quantity_key(text) in self._quantities
         if kind == "time":
             return _time_key(text) in self._times
         return False  # a name is listed only when its words are in no source
@@ -213,7 +213,8 @@ def _versions(text: str) -> Iterable[tuple[int, str]]:
             yield m.start(), m.group(0)
 
 
-def _quantities(text: str) -> list[tuple[int, str]]:
+def quantities(text: str) -> list[tuple[int, str]]:
+    """(start, text) of each number with a unit in `text`: "20 days", "0.5 %", "27 °C"."""
     return [(m.start(), m.group(0)) for m in _QUANTITY.finditer(text) if _unit(m.group(2)) is not None]
 
 
@@ -253,7 +254,9 @@ def _unit(alias: str) -> str | None:
     return _CANONICAL.get(word) if len(word) > 2 and word.replace(" ", "").isalpha() else None
 
 
-def _quantity_key(text: str) -> tuple[float, str | None]:
+def quantity_key(text: str) -> tuple[float, str | None]:
+    """A quantity as (value, dimension), its unit's synonyms one: "20 days" and "480 hours" are both
+    (1728000.0, "duration"), "87%" and "87 %" (87.0, "%")."""
     m = _QUANTITY.match(text)
     if m is None:
         return (float("nan"), None)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from app.copilot.events import Definition, Passage
 from app.copilot.prompting import passage_label
-from app.copilot.specifics import _quantities, _quantity_key
+from app.copilot.specifics import quantities, quantity_key
 
 MAX_SHOWN = 3
 _LEVEL = re.compile(r"\b(?:OK|WARNING|WARN|CRITICAL|CRIT|OUTAGE|MINOR|MAJOR|P[1-4])\b")
@@ -72,7 +72,7 @@ class _Band:
 def thresholds(question: str, passages: Sequence[Passage]) -> list[Definition]:
     """For each quantity of the question, the row or item of a passage whose bound it falls in (at most
     one per passage and quantity, MAX_SHOWN in all), as Definitions with `value` set."""
-    values = [(text, _quantity_key(text)) for _, text in _quantities(question)]
+    values = [(text, quantity_key(text)) for _, text in quantities(question)]
     if not values:
         return []
     asked = _stems(question)
@@ -147,9 +147,9 @@ def _row_bands(cells: list[str], header: list[str], asked: set[str], context: se
 
 def _bound_in(text: str, level: bool) -> _Bound | None:
     """The first quantity of `text` with its comparison; a bare one counts as reached only in a level column."""
-    for start, quantity in _quantities(text):
+    for start, quantity in quantities(text):
         before = text[:start]
-        limit, dimension = _quantity_key(quantity)
+        limit, dimension = quantity_key(quantity)
         for pattern, compare in _COMPARISON:
             if pattern.search(before):
                 return _Bound(compare, limit, dimension)
@@ -166,6 +166,6 @@ def _plain(text: str) -> str:
 def _stems(text: str) -> set[str]:
     """Crude stems: the first four letters of each longer word ("cert", "certificate"; "expires", "expiry"),
     quantities and their units left out."""
-    for start, quantity in reversed(_quantities(text)):
+    for start, quantity in reversed(quantities(text)):
         text = text[:start] + " " + text[start + len(quantity) :]
     return {word[:4] for word in _WORD.findall(text.lower()) if word not in _STOP}
