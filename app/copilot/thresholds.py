@@ -65,7 +65,7 @@ class _Band:
 
     bound: _Bound
     words: str  # the row or item as the source writes it (markup stripped)
-    group: int  # bands of one table or list compete; the closest bound wins
+    group: int  # its table or list: two bands of one group with the bound a value falls in leave it undecided
     shared: int = 0  # a level table's row: how many words its label shares with the question
 
 
