@@ -80,10 +80,15 @@ class Exchange:
             render.user_message(self.question),
             render.status_message(self.title, self.log, self.pending, self.duration),
         ]
-        if self.warning:
-            shown.append(render.error_message(self.warning))
+        answer = None
         if self.answer or self.note or self.final is not None:
-            shown.append(render.answer_message(self.answer, self.note, self.final))
+            answer = render.answer_message(self.answer, self.note, self.final)
+        if self.warning and answer is not None:  # heads the answer's own message: one set of buttons, not two
+            answer = {**answer, "content": f"{render.error_message(self.warning)['content']}\n\n{answer['content']}"}
+        elif self.warning:  # nothing of the answer yet ("no passages" comes before it)
+            shown.append(render.error_message(self.warning))
+        if answer is not None:
+            shown.append(answer)
         if self.error:
             shown.append(render.error_message(self.error))
         return shown

@@ -217,11 +217,11 @@ def test_the_web_chat_shows_the_notice_and_no_provenance_of_the_withheld_words(w
     for event in withholding_copilot.answer(exchange.question):
         exchange.apply(event)
     contents = [m["content"] for m in exchange.messages()]
-    answer = contents[-1]
+    warning, answer = contents[-1].split("\n\n", 1)  # the warning heads the answer's own message
+    assert "withheld" in warning and "sr-error" in warning and len(contents) == 3  # question, status, answer
     assert answer.startswith(exchange.final.withheld) and "sr-prov" not in answer
     assert "555-1234" not in answer and "cited" not in answer  # neither the invention nor what it cited
     assert not any(s["cited"] for s in exchange.final.sources) and exchange.final.sources
-    assert any("withheld" in c and "sr-error" in c for c in contents[:-1])
 
 
 def test_the_eval_scores_what_the_user_saw(withholding_copilot):

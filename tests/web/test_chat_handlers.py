@@ -123,7 +123,9 @@ def test_an_index_that_gives_no_passages_is_flagged_above_the_answer(engine, tmp
 
     backend = ready_backend(engine, tmp_path, Empty())
     *_, (messages, _) = chat.respond(backend, "How do I drain a node?", None, OPTIONS, None)
-    assert "no passages: the index is empty" in messages[2]["content"] and "Sources" in messages[3]["content"]
+    # above the answer, in its own message: the warning heads it, the sources follow
+    warning, answer = messages[2]["content"].split("\n\n", 1)
+    assert "no passages: the index is empty" in warning and "Sources" in answer and len(messages) == 3
 
 
 def test_a_model_that_fails_to_load_is_shown_and_the_server_keeps_serving(tmp_path):
