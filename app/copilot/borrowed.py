@@ -20,6 +20,8 @@ prompt's example, not from the sources, when
   words are a run when one of them is a number of the example's: its numbers are made up, and
   "Yesterday's node is in it: squeue runs nightly at 01:00 [3]." (session 32) copied only
   "nightly at 01:00". Of the 168 saved answers of session 32's five sets, that one alone changed.
+  A number the question gives is the user's: asked to start a job at 1am, "the job will start at
+  01:00" copies nothing (the five-word runs still count).
 
 A sentence that copies such a run is left out of the shown answer (`without_copied`), with a
 note that says so: in session 32 two of twenty Slurm answers ended on the example's closing line
@@ -87,7 +89,16 @@ def _prose_sentences(answer: str) -> list[str]:
 
 
 def _elsewhere(passages: Sequence[str], question: str) -> set[tuple[str, ...]]:
-    return set().union(*(_runs(_words(text)) for text in (*passages, question)))
+    """Runs the passages or the question hold, and the example's short runs whose numbers the question gives:
+    asked to start a job at 1am, "the job will start at 01:00" is the user's time, not the example's."""
+    held = set().union(*(_runs(_words(text)) for text in (*passages, question)))
+    asked = _numbers(re.findall(r"\d+", question))  # "1am" gives 1
+    return held | {run for run in _example_runs() if len(run) == NUMBER_RUN and _numbers(run) <= asked}
+
+
+def _numbers(words: Sequence[str]) -> set[int]:
+    """The nonzero numbers among `words` (`01` is 1; the `00` of a time says nothing)."""
+    return {int(word) for word in words if word.isdigit() and int(word)}
 
 
 def _copied_run(sentence: str, elsewhere: set[tuple[str, ...]]) -> str:

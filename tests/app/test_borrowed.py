@@ -72,6 +72,10 @@ def test_four_words_of_the_example_with_one_of_its_numbers_are_a_run():
     # a source that holds them makes them its own; three words with the number are not a run
     assert borrowed_sentences(sentence, [ARRAYS.text, "The check runs nightly at 01:00."], ARRAY_QUESTION) == []
     assert borrowed_sentences("[1] It begins at 01:00 [2].", [ARRAYS.text], ARRAY_QUESTION) == []
+    # the question's own time is the user's: asked for 1am, "start at 01:00" copies nothing of the example's
+    at_one = "[1] Run `sbatch --begin=01:00 job.sh`: the job will start at 01:00 [1]."
+    assert borrowed_sentences(at_one, [ARRAYS.text], "How do I start my job at 1am?") == []
+    assert borrowed_sentences(at_one, [ARRAYS.text], "How do I delay my job?") != []
 
 
 def test_the_instructed_abstention_is_not_a_run_of_the_example():
