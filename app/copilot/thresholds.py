@@ -117,7 +117,8 @@ def _bands(text: str, asked: set[str], context: set[str]) -> Iterator[_Band]:
                 continue
             yield from _row_bands(cells, header, asked, context, group)
             continue
-        header = None
+        if header is not None:  # the table ended: a list right after it is a group of its own
+            header, group = None, group + 1
         if re.match(r"[-*+]\s|\d+[.)]\s", stripped):
             item = _plain(re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", stripped))
             bound = _bound_in(item, level=False)
