@@ -89,3 +89,11 @@ def test_every_front_end_shows_where_the_value_falls():
         or "Your values against the sources' thresholds" in html
     )
     assert "Less than 30 days · WARNING" in html
+
+
+def test_a_list_right_after_a_level_table_is_read_on_its_own():
+    text = SQUID.text + "\n- **Log partition above 90 %**: rotate the logs now."
+    squid = Passage(2, text, "squid.md", "Squid Proxies", "Thresholds")
+    # the table's filter keeps its best-matching row (the cache disk's), and the list item is none of its rows:
+    # 91 % is closer to the item's 90 % than to the cache disk's 85 %
+    assert rows("squid log partition at 91%", [squid]) == [("91%", 2, "Log partition above 90 %: rotate the logs now.")]
