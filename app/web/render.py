@@ -61,7 +61,12 @@ def answer_message(text: str, note: str = "", final: Final | None = None) -> Mes
 
 
 def error_message(text: str) -> Message:
-    return {"role": "assistant", "content": f'<div class="sr-error">⚠ {html.escape(text)}</div>'}
+    return {"role": "assistant", "content": error_html(text)}
+
+
+def error_html(text: str) -> str:
+    """A warning or error line, as its own message or heading the answer's."""
+    return f'<div class="sr-error">⚠ {html.escape(text)}</div>'
 
 
 def close_fences(text: str) -> str:

@@ -84,7 +84,7 @@ class Exchange:
         if self.answer or self.note or self.final is not None:
             answer = render.answer_message(self.answer, self.note, self.final)
         if self.warning and answer is not None:  # heads the answer's own message: one set of buttons, not two
-            answer = {**answer, "content": f"{render.error_message(self.warning)['content']}\n\n{answer['content']}"}
+            answer = {**answer, "content": f"{render.error_html(self.warning)}\n\n{answer['content']}"}
         elif self.warning:  # nothing of the answer yet ("no passages" comes before it)
             shown.append(render.error_message(self.warning))
         if answer is not None:
