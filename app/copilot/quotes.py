@@ -8,7 +8,11 @@ MIN_QUOTE_WORDS words and MIN_QUOTE_CHARS characters (shorter ones, "the job is"
 chance) and is matched with runs of whitespace taken as one space, as the passage and the
 answer break lines differently, and with its first letter in either case: a quote that opens
 the model's sentence is capitalised ("Each component may ..." from "... each component may
-..."). It is credited to the lowest-numbered passage holding it.
+..."). It is credited to the passage its sentence cites when that passage holds it, else to the
+lowest-numbered passage holding it: srun, sbatch and salloc share whole option descriptions, and
+under "[3] Use the `sbatch` command with the `--time-min` option to set a minimum time limit ..."
+the provenance named [2], srun, while the sentence cited [3], sbatch, which holds it too (session 34,
+in the chat): two sources for one sentence send the operator to two pages.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from app.copilot.events import Segment
 MIN_QUOTE_WORDS = 4
 MIN_QUOTE_CHARS = 20
 _WORD = re.compile(r"\S+")
+_MARKER = re.compile(r"\[(\d+)\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
 
 def flat(text: str) -> str:
@@ -46,14 +52,16 @@ def _split_quotes(text: str, passages: Mapping[int, str]) -> list[Segment]:
     words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
     pieces, done, i = [], 0, 0  # done: where the text not yet emitted starts
     while i < len(words):
-        end, holder = i, None  # the longest run words[i:end] that a passage holds, and that passage
+        end, holders = i, []  # the longest run words[i:end] that a passage holds, and the passages holding it
         while end < len(words):
             run = flat(text[words[i][0] : words[end][1]])
-            found = next((n for n, passage in passages.items() if holds(passage, run)), None)
-            if found is None:
+            found = [n for n, passage in passages.items() if holds(passage, run)]
+            if not found:
                 break
-            end, holder = end + 1, found
+            end, holders = end + 1, found
         start, stop = words[i][0], words[end - 1][1] if end > i else 0
+        cited = set(_sentence_markers(text, start, stop)) if len(holders) > 1 else set()
+        holder = next((n for n in holders if n in cited), holders[0] if holders else None)
         if holder is not None and end < len(words):  # it may end inside the next word ("explanation." / "as")
             for cut in range(words[end][0] + 1, words[end][1]):
                 if not holds(passages[holder], flat(text[start:cut])):
@@ -67,3 +75,11 @@ def _split_quotes(text: str, passages: Mapping[int, str]) -> list[Segment]:
             i += 1
     pieces.append(Segment(text[done:]))
     return pieces
+
+
+def _sentence_markers(text: str, start: int, stop: int) -> list[int]:
+    """The [n] markers of the sentence, or sentences, that text[start:stop] stands in."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, start)]
+    after = _SENTENCE_END.search(text, stop)
+    sentence = text[ends[-1] if ends else 0 : after.start() if after else len(text)]
+    return [int(n) for n in _MARKER.findall(sentence)]

@@ -46,3 +46,28 @@ def test_the_chat_shows_where_an_undrafted_answer_was_copied_from():
     assert "nothing was copied" not in html
     assert 'title="copied verbatim from source [2]">The reason a job is waiting' in html
     assert citations.copied == {}  # the drafter copied nothing: its own count stays honest
+
+
+TIME_MIN = (
+    "Set a minimum time limit on the job allocation. If specified, the job may have its --time limit lowered "
+    "to a value no lower than --time-min."
+)
+
+
+def test_a_quote_two_sources_hold_is_credited_to_the_one_its_sentence_cites():
+    # srun [2] and sbatch [3] share the option's description; the sentence cites sbatch
+    passages = {2: "srun: " + TIME_MIN, 3: "sbatch: " + TIME_MIN}
+    answer = "[3] Use `--time-min` to set a minimum time limit on the job allocation. Then check the queue."
+    quoted = [(s.text, s.passage) for s in mark_quotes([Segment(answer)], passages) if s.passage is not None]
+    assert quoted == [("set a minimum time limit on the job allocation.", 3)]
+    # a marker at the sentence's end counts as well; in another sentence it does not
+    answer = "Use `--time-min` to set a minimum time limit on the job allocation [3]. See also [1]."
+    assert [s.passage for s in mark_quotes([Segment(answer)], passages) if s.passage] == [3]
+    answer = "[3] See the options. Use `--time-min` to set a minimum time limit on the job allocation."
+    assert [s.passage for s in mark_quotes([Segment(answer)], passages) if s.passage] == [2]
+
+
+def test_a_cited_source_that_lacks_the_quote_does_not_take_it():
+    passages = {2: "srun: " + TIME_MIN, 3: "sbatch: " + TIME_MIN, 4: "squeue: shows the queue"}
+    answer = "[4] Set a minimum time limit on the job allocation with `--time-min`."
+    assert [s.passage for s in mark_quotes([Segment(answer)], passages) if s.passage] == [2]
