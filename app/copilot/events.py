@@ -75,6 +75,7 @@ class GroundingItem:
     nearest: str = ""  # not found: the closest line or option a passage does have (nearest.py), if any
     nearest_source: int | None = None  # ... and that passage's number
     adapted: bool = False  # found with the user's own values (numbers, <placeholders>, the question's words)
+    unasked: tuple[str, ...] = ()  # adapted: its values that neither a source nor the question writes (grounding.py)
     holders: tuple[int, ...] = ()  # found verbatim: the passages that hold it (attribution.py)
     cited: tuple[int, ...] = ()  # the markers of the sentence it stands in, () if that cites none
     tool: str = ""  # not '': a command of this tool, copied without it from its man page (subcommands.py)

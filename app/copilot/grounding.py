@@ -92,6 +92,26 @@ class GroundingSources:
         """The numbers of the passages that hold `text` (normalised) verbatim."""
         return tuple(number for number, haystack in zip(numbers, self.haystacks, strict=True) if text in haystack)
 
+    def unasked_values(self, text: str) -> tuple[str, ...]:
+        """The values of an adapted item that no passage has and the question does not write: a number the
+        model chose for the user. Asked for "two more hours", `--time-min=2:00` (two minutes in the source's
+        `minutes:seconds`) fills the option with 2:00, which the user never wrote."""
+        words = [word.strip(WORD_EDGES) for word in _SPACED_EQUALS.sub("=", text).split()]
+        chosen = (
+            word.split("=", 1)[1] if "=" in word.lstrip("=") else word  # the value as written: 2:00, not 2 and 00
+            for i, word in enumerate(w for w in words if w)
+            if any(self._unasked(role, piece) for role, piece in _split_word(word, first=i == 0))
+        )
+        return tuple(dict.fromkeys(chosen))
+
+    def _unasked(self, role: str, piece: str) -> bool:
+        return (
+            role != "name"
+            and not _PLACEHOLDER.fullmatch(piece)
+            and not any(piece in vocabulary for vocabulary in self.vocabularies)
+            and f" {_spaced(piece)} " not in self._spaced_question
+        )
+
     def builders(self, numbers: Sequence[int], kind: str, text: str) -> tuple[int, ...]:
         """The numbers of the passages whose pieces, with the user's own values, make up `text` (`_built`)."""
         if kind not in _BUILT_KINDS:
@@ -181,7 +201,8 @@ def check_grounding(
         if text and text not in seen and not is_placeholder(text):
             found, adapted = sources.finds(kind, text)
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
-            seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted)
+            unasked = sources.unasked_values(text) if adapted else ()
+            seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked)
     specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
     return [_placed(item, sources, numbers) for item in [*seen.values(), *specifics]]
 

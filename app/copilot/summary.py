@@ -71,7 +71,14 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
 
 
 def adapted(item: GroundingItem, code: Callable[[str], str]) -> str:
-    """A found item that fills a source's command or option with the user's own values (grounding.py)."""
+    """A found item that fills a source's command or option with the user's own values (grounding.py), naming
+    the values that the question does not give either: those the model chose, the likeliest to be wrong."""
+    if item.unasked:
+        values = ", ".join(code(value) for value in item.unasked)
+        return (
+            f"{code(item.text)} is a source's {item.kind} with values that neither the sources nor your question "
+            f"give ({values}); check them"
+        )
     return f"{code(item.text)} is a source's {item.kind} with your own values; check them"
 
 

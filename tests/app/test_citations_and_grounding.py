@@ -93,6 +93,12 @@ def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted(
         "scontrol create reservation StartTime=2024-05-01T9:30:00 Duration=120 Users=root Nodes=ALL",
     ):
         assert items[text].found and items[text].adapted, text
+    # which of their values the question does not give either: the model chose the reservation's date
+    assert items["srun --gpus-per-node=volta:2"].unasked == ()  # "2 GPUs"
+    assert items["scontrol update NodeName=<node> State=DRAIN"].unasked == ()  # a placeholder is the user's
+    assert items["scontrol update NodeName=c042 State=DRAIN Reason=firmware_update"].unasked == ()
+    reservation = "scontrol create reservation StartTime=2024-05-01T9:30:00 Duration=120 Users=root Nodes=ALL"
+    assert items[reservation].unasked == ("2024-05-01T9:30:00",)
     for text in (
         "scontrol update NodeName=c042 State=REBOOT",
         "sbatch --afterok=123 my.job",
@@ -308,3 +314,21 @@ def test_durations_match_in_any_time_unit_and_numbers_written_as_words():
     assert specifics("Wait 1 day, or 90 seconds.")["1 day"] == ("quantity", False)
     assert specifics("Wait 1 day.", "It waited 24 hours already.")["1 day"] == ("quantity", True)
     assert specifics("Use 1 GB.", "I have one GB left.")["1 GB"] == ("quantity", True)
+
+
+def test_a_value_the_model_chose_for_a_sources_option_is_named_in_the_note():
+    from app.copilot.summary import adapted
+
+    passages = ["--time-min=<time> Set a minimum time limit on the job allocation. Acceptable time formats "
+                'include "minutes", "minutes:seconds", "hours:minutes:seconds".']  # fmt: skip
+    answer = "[1] Use `sbatch --time-min=2:00`."
+    question = "How do I give a running job two more hours of walltime?"
+    item = next(i for i in check_grounding(answer, passages, question) if i.text == "--time-min=2:00")
+    assert item.found and item.adapted and item.unasked == ("2:00",)
+    note = adapted(item, lambda text: f"`{text}`")
+    assert note == (
+        "`--time-min=2:00` is a source's option with values that neither the sources nor your question give "
+        "(`2:00`); check them"
+    )
+    asked = check_grounding(answer, passages, "Can a job start early if I allow 2:00 instead of its limit?")
+    assert next(i for i in asked if i.text == "--time-min=2:00").unasked == ()
