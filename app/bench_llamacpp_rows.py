@@ -1,13 +1,17 @@
 """Are llama.cpp's verification passes row invariant? The probe behind the speed issue's GGUF-runner lead.
 
     python -m app.bench_llamacpp_rows [--gguf FILE] [--context 500] [--no-repack] [--flash-attn] [--kv f16|bf16|q8_0]
+                                      [--pad 1,4,8]
 
 Decodes `--context` tokens of text (its prefill timed), then the next 16 tokens one at a time, then the same
 tokens again in one pass of W rows for each width W (the KV cache cropped back in between).
 Prints, per W, the pass's seconds, how far its rows' logits are from the one-at-a-time ones
 and from the widest pass's, and which other widths gave the same rows bit for bit: a runner
 whose rows depend on the pass width cannot verify drafts exactly unless every pass is padded
-to a width whose rows agree. Needs the `bench` extra (llama-cpp-python).
+to a width whose rows agree. `--pad` checks that: the same 16 tokens are fed in several chunkings,
+each chunk padded to a multiple of each given width and the padding cropped from the KV cache, and
+each chunking's logits are compared with one token per (padded) pass.
+Needs the `bench` extra (llama-cpp-python).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from core.errors import SpecragError
 from generation.model_store import gguf_file
 
 WIDTHS = (2, 3, 4, 5, 6, 7, 8, 9, 12, 16)
+CHUNKINGS = ((4, 4, 4, 4), (3, 5, 2, 6), (7, 7, 2), (8, 8), (16,))  # ways to feed the 16 probe tokens
+PAD_TOKEN = 0
 KV_TYPES = {"f16": 1, "bf16": 30, "q8_0": 8}  # ggml.h type ids of the KV cache (llama.cpp's default: f16)
 TOKENS = max(WIDTHS)
 
@@ -38,12 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-repack", action="store_true", help="keep llama.cpp from repacking the weights")
     parser.add_argument("--flash-attn", action="store_true", help="llama.cpp's flash attention")
     parser.add_argument("--kv", choices=KV_TYPES, default="f16", help="KV cache type (default f16, llama.cpp's)")
+    parser.add_argument("--pad", help="comma list of widths: pad every pass to a multiple of each, compare chunkings")
     args = parser.parse_args(argv)
     gguf = Path(args.gguf) if args.gguf else gguf_file(ModelOptions().target)
     if gguf is None:
         raise SpecragError("no GGUF file for the target: pass --gguf FILE")
     check_available(gguf)
-    llm = load(gguf, args.threads, not args.no_repack, args.flash_attn, args.context + TOKENS, KV_TYPES[args.kv])
+    multiples = pad_widths(args.pad) if args.pad else []
+    room = args.context + TOKENS + max(multiples, default=0)  # a padded pass runs past the probe's tokens
+    llm = load(gguf, args.threads, not args.no_repack, args.flash_attn, room, KV_TYPES[args.kv])
     ids = llm.tokenize(Path(__file__).with_name("bench.py").read_text().encode() * 4)
     if len(ids) < args.context + TOKENS:
         raise SpecragError(f"--context {args.context} is longer than the probe's text: use at most {len(ids) - TOKENS}")
@@ -53,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         f"flash attention {'on' if args.flash_attn else 'off'}, {args.kv} KV cache, after {args.context} tokens "
         f"(prefilled in {prefill_s:.2f} s)"
     )
+    if multiples:
+        padded(llm, ids[: args.context], ids[args.context : args.context + TOKENS], multiples)
     print(
         "| W | pass s | max logit diff vs one at a time | vs the widest pass | argmax as one at a time | "
         "bit-identical to the passes of W = |"
@@ -132,6 +143,41 @@ def probe(llm: Any, context: list[int], tokens: list[int]) -> tuple[float, list[
             )
         )
     return prefill_s, report
+
+
+def pad_widths(text: str) -> list[int]:
+    try:
+        widths = [int(w) for w in text.split(",")]
+    except ValueError:
+        widths = []
+    if not widths or not all(1 <= w <= 64 for w in widths):
+        raise SpecragError(f"--pad takes a comma list of widths from 1 to 64, such as 1,4,8; not {text!r}")
+    return widths
+
+
+def padded(llm: Any, context: list[int], tokens: list[int], multiples: list[int]) -> None:
+    """Print, per padding width, each chunking's largest logit difference from one token per padded pass."""
+    llm.reset()
+    llm.eval(context)
+    print("| padded to a multiple of | " + " | ".join(",".join(map(str, c)) for c in CHUNKINGS) + " |")
+    print("| ---: |" + " ---: |" * len(CHUNKINGS))
+    for multiple in multiples:
+        one_by_one = fed(llm, len(context), tokens, (1,) * len(tokens), multiple)
+        cells = [f"{diff(fed(llm, len(context), tokens, c, multiple), one_by_one):.3g}" for c in CHUNKINGS]
+        print(f"| {multiple} | " + " | ".join(cells) + " |")
+
+
+def fed(llm: Any, start: int, tokens: list[int], chunks: tuple[int, ...], multiple: int) -> np.ndarray:
+    """The logits of `tokens` fed after `start` cached tokens in passes of `chunks` tokens, each padded to a
+    multiple of `multiple` rows; the padding is cropped from the KV cache before the next pass."""
+    rows, at = [], start
+    for size in chunks:
+        chunk = tokens[at - start : at - start + size]
+        llm.n_tokens = at  # eval crops the KV cache back to here
+        llm.eval(chunk + [PAD_TOKEN] * (-len(chunk) % multiple))
+        rows.append(np.array(llm.scores[at : at + size]))
+        at += size
+    return np.concatenate(rows)
 
 
 def diff(a: np.ndarray, b: np.ndarray) -> float:

@@ -53,3 +53,29 @@ def test_no_repack_reaches_the_model_parameters_the_llama_class_reads(monkeypatc
     assert rows_probe.load(gguf, 2, repack=False, flash_attn=False, context=64).params.use_extra_bufts is False
     assert rows_probe.load(gguf, 2, repack=True, flash_attn=False, context=64).params.use_extra_bufts is True
     assert bindings.llama_model_default_params().use_extra_bufts is True  # restored after loading
+
+
+def test_padding_every_pass_to_the_wide_regime_makes_every_chunking_agree(capsys):
+    llm, context, tokens = RegimeLlama(), list(range(10)), list(range(16))
+    llm.eval(context)
+
+    def gap(chunks: tuple[int, ...], multiple: int) -> float:
+        one_by_one = rows_probe.fed(llm, len(context), tokens, (1,) * 16, multiple)
+        return rows_probe.diff(rows_probe.fed(llm, len(context), tokens, chunks, multiple), one_by_one)
+
+    assert gap((16,), 1) == 0.5 and gap((3, 5, 2, 6), 1) == 0.25  # unpadded: the regime of each pass shows
+    assert gap((3, 5, 2, 6), 4) == 0.25  # padded to 4, a 5-row chunk becomes 8 rows: another regime
+    assert all(gap(chunks, 8) == 0.0 for chunks in rows_probe.CHUNKINGS)  # every pass in the 8+ regime
+    rows_probe.padded(RegimeLlama(), context, tokens, rows_probe.pad_widths("1,8"))
+    table = capsys.readouterr().out.splitlines()
+    assert table[2:] == ["| 1 | 0.25 | 0.25 | 0.25 | 0.5 | 0.5 |", "| 8 | 0 | 0 | 0 | 0 | 0 |"]
+
+
+def test_a_bad_pad_list_is_a_clear_error():
+    import pytest
+
+    from core.errors import SpecragError
+
+    for bad in ("4,x", "", "0", "100"):
+        with pytest.raises(SpecragError, match="comma list of widths"):
+            rows_probe.pad_widths(bad)
