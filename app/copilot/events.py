@@ -125,6 +125,7 @@ class Definition:
     text: str
     quoted: str = ""
     value: str = ""  # not '': a threshold (thresholds.py), the question's value; `text` is the row it falls in
+    said_of: str = ""  # not '': the answer tells `quoted`, `term`'s words in `text`, of this setting (swapped.py)
 
 
 @dataclass(frozen=True)

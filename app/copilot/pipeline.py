@@ -42,6 +42,7 @@ from app.copilot.recite import recite
 from app.copilot.repeats import shown_answer, without_sentences
 from app.copilot.splices import spliced_sentences
 from app.copilot.subcommands import with_tools
+from app.copilot.swapped import swapped_subjects
 from app.copilot.thresholds import thresholds
 from app.copilot.withhold import (
     UNCITED,
@@ -601,6 +602,7 @@ def _checked_final(
         else [
             *thresholds(prepared.question, passages),
             *neighbour_quotes(displayed, passages, prepared.question),
+            *swapped_subjects(displayed, passages),
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),

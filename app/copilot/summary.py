@@ -88,6 +88,11 @@ def definition(
     """What a source says an option of the answer does, so a real option used for the wrong purpose shows
     (definitions.py). `words` renders the page's own words (the front end's escaping)."""
     page = f" ({words(defined.title)})" if defined.title else ""
+    if defined.said_of:  # a source's sentence told of another setting (swapped.py)
+        return (
+            f"“{words(_cut(defined.quoted, 60))}” is what [{defined.source}]{page} says of {code(defined.term)}, "
+            f"not of {code(defined.said_of)}: check it"
+        )
     if defined.value:  # a value of the question against a source's thresholds (thresholds.py)
         return f"your {words(defined.value)}, against [{defined.source}]{page}: “{words(_cut(defined.text, width))}”"
     if defined.quoted:  # the answer quotes an entry it never names: say whose words they are

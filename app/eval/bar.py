@@ -80,6 +80,8 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "neighbour_quotes": sum(bool(r["answer"].get("neighbour_quotes")) for r in speaking),
         # answers with a sentence joining two items of one source (splices.py)
         "spliced": sum(bool(r["answer"].get("spliced")) for r in speaking),
+        # answers telling a source's sentence of another setting than the source's (swapped.py)
+        "swapped": sum(bool(r["answer"].get("swapped")) for r in speaking),
         "hit@5": _mean([_metric(r, "hit@5") for r in answerable]),
         "mrr": _mean([_metric(r, "mrr") for r in answerable]),
     }

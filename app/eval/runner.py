@@ -136,7 +136,9 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         # the row or item of a source's thresholds each value of the question falls in (thresholds.py)
         "thresholds": [[d.value, d.source, d.text] for d in final.definitions if d.value],
         # words the answer quotes from an entry it does not name: its neighbour's description (neighbour_quotes.py)
-        "neighbour_quotes": [[d.name, d.source, d.quoted] for d in final.definitions if d.quoted],
+        "neighbour_quotes": [[d.name, d.source, d.quoted] for d in final.definitions if d.quoted and not d.said_of],
+        # a source's sentence told of another setting: [the answer's, the source's, source, words] (swapped.py)
+        "swapped": [[d.said_of, d.term, d.source, d.quoted] for d in final.definitions if d.said_of],
         # sentences joining quotes of two different items of one source (splices.py)
         "spliced": [[s.source, s.first, s.second] for s in final.spliced],
     }

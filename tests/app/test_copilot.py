@@ -700,3 +700,12 @@ def test_a_released_index_is_let_go_the_gate_still_reads_its_model_and_a_later_s
     final = collect(copilot.answer("How do I drain a node?", passages=passages))
     assert final.stats["new_tokens"] > 0 and len(opened) == 1  # answered without opening the index again
     assert copilot.retrieve("drain a node", 1) and len(opened) == 2
+
+
+def test_final_reports_a_sources_sentence_told_of_another_setting(tiny_engine, monkeypatch):
+    sentence = "The OverTimeLimit configuration parameter may permit the job to run longer than scheduled."
+    retriever = FakeRetriever([("slurm.conf.html", sentence)], title="slurm.conf", heading="PARAMETERS")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), retriever)
+    scripted_answer(copilot, monkeypatch, "[1] " + sentence.replace("OverTimeLimit", "KillWait"))
+    final = collect(copilot.answer("Can a job run past its time limit?"))
+    assert [(d.said_of, d.term, d.source) for d in final.definitions] == [("KillWait", "OverTimeLimit", 1)]

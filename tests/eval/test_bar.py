@@ -86,3 +86,10 @@ def test_assembled_commands_are_counted_where_rows_record_them():
     new["answer"]["grounding"]["assembled"] = [["sdiag backfill", [1]]]
     old = row("q4", cited=[1], kinds={"code": {"items": 1, "found": 1}})  # written before session 23
     assert by_split([new, old])["dev"]["commands_assembled"] == 1
+
+
+def test_answers_telling_a_sources_sentence_of_another_setting_are_counted():
+    swapped, bare, old = row("q1", cited=[1]), row("q2", cited=[1]), row("q4", cited=[1])
+    swapped["answer"]["swapped"] = [["KillWait", "OverTimeLimit", 1, "configuration parameter may permit the job"]]
+    bare["answer"]["swapped"] = []
+    assert by_split([swapped, bare, old])["dev"]["swapped"] == 1
