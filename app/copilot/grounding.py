@@ -96,10 +96,9 @@ class GroundingSources:
         """The values of an adapted item that no passage has and the question does not write: a number the
         model chose for the user. Asked for "two more hours", `--time-min=2:00` (two minutes in the source's
         `minutes:seconds`) fills the option with 2:00, which the user never wrote."""
-        words = [word.strip(WORD_EDGES) for word in _SPACED_EQUALS.sub("=", text).split()]
         chosen = (
             word.split("=", 1)[1] if "=" in word.lstrip("=") else word  # the value as written: 2:00, not 2 and 00
-            for i, word in enumerate(w for w in words if w)
+            for i, word in enumerate(_command_words(text))
             if any(self._unasked(role, piece) for role, piece in _split_word(word, first=i == 0))
         )
         return tuple(dict.fromkeys(chosen))
@@ -255,8 +254,13 @@ def pieces(line: str) -> list[tuple[str, str]]:
     """(role, text) for each piece of a command line: role "name" for its first word, an option's
     name (`--array`, `-N`) or a setting's key (`State`), "value" for what follows `=` or `:` (split
     at `:` and `,`), "arg" for any other word."""
-    words = [word.strip(WORD_EDGES) for word in _SPACED_EQUALS.sub("=", line).split()]
-    return [piece for i, word in enumerate(w for w in words if w) for piece in _split_word(word, first=i == 0)]
+    return [piece for i, word in enumerate(_command_words(line)) for piece in _split_word(word, first=i == 0)]
+
+
+def _command_words(line: str) -> list[str]:
+    """The words of a command line, `key = value` read as one setting, edge punctuation dropped."""
+    words = (word.strip(WORD_EDGES) for word in _SPACED_EQUALS.sub("=", line).split())
+    return [word for word in words if word]
 
 
 def _split_word(word: str, first: bool) -> list[tuple[str, str]]:

@@ -79,7 +79,11 @@ def _split_quotes(text: str, passages: Mapping[int, str]) -> list[Segment]:
 
 def _sentence_markers(text: str, start: int, stop: int) -> list[int]:
     """The [n] markers of the sentence, or sentences, that text[start:stop] stands in."""
+    return [int(n) for n in _MARKER.findall(sentence_around(text, start, stop))]
+
+
+def sentence_around(text: str, start: int, stop: int) -> str:
+    """The sentence, or sentences, of `text` that text[start:stop] stands in (a line break ends one too)."""
     ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, start)]
     after = _SENTENCE_END.search(text, stop)
-    sentence = text[ends[-1] if ends else 0 : after.start() if after else len(text)]
-    return [int(n) for n in _MARKER.findall(sentence)]
+    return text[ends[-1] if ends else 0 : after.start() if after else len(text)]

@@ -24,12 +24,11 @@ from app.copilot.code_spans import without_fences
 from app.copilot.definitions import SETTING
 from app.copilot.events import Definition, Passage, Segment
 from app.copilot.markers import MARKER_GROUP
-from app.copilot.quotes import flat, mark_quotes
+from app.copilot.quotes import flat, mark_quotes, sentence_around
 
 MIN_WORDS = 5  # shorter runs ("may be used to") are phrases many subjects share
 _OPTION = re.compile(r"--?[A-Za-z][\w-]*")
 _EDGES = "`'\"*()[],:;"
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def swapped_subjects(answer: str, passages: Sequence[Passage]) -> list[Definition]:
@@ -77,14 +76,8 @@ def _subject_in(passage: str, run: str, said_of: str) -> tuple[str | None, str]:
         for match in re.finditer(re.escape(variant), passage):
             words = passage[: match.start()].split()
             word = words[-1].strip(_EDGES) if words and not passage[match.start() - 1 : match.start()].strip() else ""
-            sentence = _sentence_at(passage, match.start(), match.end())
+            sentence = sentence_around(passage, match.start(), match.end())
             if word.lower() == said_of.lower() or not _is_term(word) or said_of in sentence:
                 return None, ""
             subject, shown = subject or word, shown or sentence
     return subject, shown
-
-
-def _sentence_at(passage: str, start: int, end: int) -> str:
-    ends = [m.end() for m in _SENTENCE_END.finditer(passage, 0, start)]
-    after = _SENTENCE_END.search(passage, end)
-    return passage[ends[-1] if ends else 0 : after.start() if after else len(passage)]
