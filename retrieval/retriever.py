@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from retrieval import query_embedder
+from retrieval import near_duplicates, query_embedder
 from retrieval.chunking import Chunk
 from retrieval.embeddings import DEFAULT_MODEL_NAME, resolve_model
 from retrieval.errors import IndexCorruptError, IndexMismatchError, InvalidArgumentError, RetrievalError
@@ -103,8 +103,10 @@ class HybridRetriever(Retriever):
         candidates: int = CANDIDATES,
         rrf_k: int = RRF_K,
         weights: dict[str, float] | None = None,
+        collapse_copies: bool = True,
     ):
         self.index, self.embedder = index, embedder
+        self.collapse_copies = collapse_copies
         self.dense, self.bm25 = DenseRetriever(index, embedder), BM25Retriever(index)
         self.candidates, self.rrf_k = candidates, rrf_k
         self.weights = FUSION_WEIGHTS if weights is None else weights
@@ -113,6 +115,8 @@ class HybridRetriever(Retriever):
         n = max(self.candidates, k)
         runs = {r.name: dict(r.hits(query, n)) for r in (self.dense, self.bm25)}
         fused = reciprocal_rank_fusion({name: list(hits) for name, hits in runs.items()}, self.rrf_k, self.weights)
+        if self.collapse_copies:  # a copy of a better-ranked chunk's text gives its place to the next chunk
+            fused = near_duplicates.distinct(fused, lambda hit: self.index.chunks[hit[0]].text, k)
         return [
             scored(self.index.chunks[row], score, {name: runs[name][row] for name in ranks}, ranks)
             for row, score, ranks in fused[:k]
