@@ -26,6 +26,11 @@ a comparable form:
 - time: a time of day or clock duration (`01:00`, `23:59:30`): the same hours, minutes and
   seconds (`1:00` = `01:00`). Asked for a maintenance window the docs do not give, an answer said
   "from 01:00 to 03:00", the hours of the prompt's worked example (session 27);
+- setting: a configuration key (CamelCase or with an underscore) given a number in prose
+  (`MaxJobsAccruePerUser: 50`, "LimitFactor is set to 2", "set KillWait to 30"): found when a source
+  writes that key with that number shortly after it, or the question gives the number. Asked which
+  limits "our" student QOS has, an answer listed `LimitFactor: 2` and two more such values, settings
+  its passages describe with no value at all (fresh4 `h-24`, session 35);
 - name: two or three capitalised words in a row (a sentence's first word is skipped when
   the sources use it) of which at least two appear nowhere in the passages or question,
   such as a made-up person ("John Smith"); only such names are listed (always not found):
@@ -118,6 +123,12 @@ _TIME = re.compile(
 _SENTENCE_BREAK = re.compile(r"\n|[.;!?]\s")
 _VERSION_WORD = re.compile(r"\b(?:versions?|releases?|drivers?|firmware|kernel|upgrade|update)\b", re.I)
 _NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[ ](?:[A-Z]\.[ ])?[A-Z][a-z]+){1,2}(?![\w-])")
+# a key (definitions.SETTING, CamelCase or with an underscore) and the number the prose gives it
+_SETTING_VALUE = re.compile(
+    r"(?<![\w-])((?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*(?:[a-z][A-Z]|_))[A-Za-z]\w*)"
+    r"(?:\s+(?:parameter|option|setting|value))?"
+    r"(?:\s*[=:]\s*|\s+(?:is\s+|are\s+)?(?:set\s+)?(?:to|of|=)\s+|\s+is\s+)(\d+(?:\.\d+)?)(?![\w.-]*\d)"
+)
 _SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|\n\s*(?:[-*•]|\d+[.)])?\s*|\*\*)$")
 _WORD = re.compile(r"[A-Za-z]+")
 
@@ -136,6 +147,7 @@ class SpecificsChecker:
         self._quantities = {quantity_key(text) for _, text in quantities(_with_digits(self._sources))}
         self._times = {_time_key(text) for _, text in _times(self._sources)}
         self._vocabulary = {w.casefold() for w in _WORD.findall(self._sources)}
+        self._question_numbers = {float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?", question)}
 
     def check(self, answer: str) -> list[GroundingItem]:
         """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
@@ -151,6 +163,7 @@ class SpecificsChecker:
         }
         spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
         spans += [(start, "name", text) for start, text in _names(prose, self._vocabulary)]
+        spans += [(m.start(), "setting", m.group(0)) for m in _SETTING_VALUE.finditer(prose)]
         items: dict[str, GroundingItem] = {}
         covered = -1  # end of the last listed span: a host inside an email or URL is not listed again
         for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
@@ -173,7 +186,19 @@ class SpecificsChecker:
             return quantity_key(text) in self._quantities
         if kind == "time":
             return _time_key(text) in self._times
+        if kind == "setting":
+            return self._setting_found(text)
         return False  # a name is listed only when its words are in no source
+
+    def _setting_found(self, text: str) -> bool:
+        """Whether a source writes the key with this number shortly after it (`MaxArraySize=1001`,
+        "MaxArraySize ... default value is 1001"), or the number is the question's own."""
+        m = _SETTING_VALUE.match(text)
+        key, number = m.group(1), m.group(2)
+        if float(number) in self._question_numbers:
+            return True
+        near = rf"(?<![\w-]){re.escape(key)}(?![\w-])[\s\S]{{0,80}}?(?<![\w.]){re.escape(number)}(?![\w]|\.\d)"
+        return re.search(near, self._sources, re.I) is not None
 
 
 def _names_an_identifier(before: str) -> bool:

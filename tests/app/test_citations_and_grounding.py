@@ -223,6 +223,32 @@ def test_a_time_of_day_is_checked_against_the_sources_times():
     assert [item.kind for item in listed] == ["version"]  # the address, as before
 
 
+def test_a_value_given_to_a_setting_is_found_only_where_a_source_gives_that_setting_that_value():
+    passages = [
+        "- LimitFactor\n- A float that is factored into an association's limits.\n- MaxJobsAccruePerUser\n"
+        "- The maximum number of pending jobs a user can have accruing age priority.",
+        "MaxArraySize\nThe maximum job array task index value will be one less than MaxArraySize. "
+        "The default value is 1001. KillWait\nThe default value is 30 seconds.",
+    ]
+    # site limits the passages describe without a value (fresh4 h-24), next to values a passage gives
+    answer = (
+        "[1] The limits are:\n- LimitFactor: 2\n- MaxJobsAccruePerUser: 50\n"
+        "The MaxArraySize parameter is set to 1001 and KillWait is 30 seconds; set DefMemPerCPU=2048. "
+        "The ArrayTaskId=1-100%2 field shows it; 2 GPUs: 4 nodes."
+    )
+    listed = check_specifics(answer, passages, "our jobs ask 2048 MB per CPU")
+    items = {i.text: i.found for i in listed if i.kind == "setting"}
+    assert items == {
+        "LimitFactor: 2": False,
+        "MaxJobsAccruePerUser: 50": False,
+        "MaxArraySize parameter is set to 1001": True,
+        "KillWait is 30": True,
+        "DefMemPerCPU=2048": True,  # the question's own number
+    }
+    # a source's number elsewhere is not this setting's value
+    assert not check_specifics("KillWait is 1001.", passages)[0].found
+
+
 def test_the_question_counts_as_a_source_for_specifics():
     answer = "A job that ran 3 hours was killed; ask Jane Doe."
     assert specifics(answer)["3 hours"] == ("quantity", False)
