@@ -92,7 +92,8 @@ class BM25Retriever(SingleRetriever):
 
 
 class HybridRetriever(Retriever):
-    """Dense + BM25, fused with reciprocal rank fusion; `.dense` and `.bm25` are usable alone."""
+    """Dense + BM25, fused with reciprocal rank fusion, a near-copy of a better-ranked chunk left out
+    (near_duplicates.py; `collapse_copies=False` keeps it); `.dense` and `.bm25` are usable alone."""
 
     name = "hybrid"
 
