@@ -55,6 +55,9 @@ _CODE_KINDS = ("code", "command", "option")
 # QOSMaxJobsPerUserLimit) or an underscore (OUT_OF_MEMORY), not an acronym (ID, CPU); the question may also name a
 # code of four capitals or more (DRAIN). Either counts only where an entry of the sources is headed by that name.
 SETTING = re.compile(r"(?<![\w-])(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z_])[A-Za-z]\w*(?![\w-])")
+# a configuration key among them: CamelCase (MaxJobCount) or with an underscore (CVMFS_TIMEOUT), not a plural
+# acronym (GPUs); the withheld-value rule (withhold.py) and the setting-value specific (specifics.py) share it
+CONFIG_KEY = re.compile(r"(?=\w*(?:[a-z][A-Z]|_))" + SETTING.pattern)
 _STATE_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
 
 

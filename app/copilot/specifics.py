@@ -45,6 +45,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from app.copilot.code_spans import prose as prose_of
+from app.copilot.definitions import CONFIG_KEY
 from app.copilot.events import GroundingItem
 
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
@@ -123,9 +124,9 @@ _TIME = re.compile(
 _SENTENCE_BREAK = re.compile(r"\n|[.;!?]\s")
 _VERSION_WORD = re.compile(r"\b(?:versions?|releases?|drivers?|firmware|kernel|upgrade|update)\b", re.I)
 _NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[ ](?:[A-Z]\.[ ])?[A-Z][a-z]+){1,2}(?![\w-])")
-# a key (definitions.SETTING, CamelCase or with an underscore) and the number the prose gives it
+# a configuration key (definitions.CONFIG_KEY) and the number the prose gives it
 _SETTING_VALUE = re.compile(
-    r"(?<![\w-])((?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*(?:[a-z][A-Z]|_))[A-Za-z]\w*)"
+    rf"({CONFIG_KEY.pattern})"
     r"(?:\s+(?:parameter|option|setting|value))?"
     r"(?:\s*[=:]\s*|\s+(?:is\s+|are\s+)?(?:set\s+)?(?:to|of|=)\s+|\s+is\s+)(\d+(?:\.\d+)?)(?![\w.-]*\d)"
 )

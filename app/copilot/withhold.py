@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import FENCE, INLINE, prose, prose_so_far
-from app.copilot.definitions import SETTING
+from app.copilot.definitions import CONFIG_KEY
 from app.copilot.events import GroundingItem
 from app.copilot.markers import MARKER_GROUP
 from app.copilot.recite import MIN_RECITE_WORDS
@@ -148,8 +148,6 @@ def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
     )
 
 
-# a configuration key: CamelCase (MaxJobCount) or with an underscore (CVMFS_TIMEOUT); not a plural acronym (GPUs)
-_KEY_SHAPE = re.compile(r"[a-z][A-Z]|_")
 VALUE_KINDS = ("quantity", "number", "phone", "time", "version")  # the specifics that state a setting's value
 _WORD = re.compile(r"[A-Za-z][\w.-]*[\w]|[A-Za-z]")  # a word as a tool's name is written: slurm.conf, cvmfs_config
 _COMMAND_WORD = re.compile(r"[a-z][\w.-]*")  # a command as typed: lower case first
@@ -159,7 +157,7 @@ _BARE_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w.-]*\w)")  # "set to 1
 def unsourced_settings(question: str, passages: Sequence[str]) -> list[str]:
     """The configuration keys the question names that no passage names (any case)."""
     sources = "\n".join(passages).casefold()
-    named = [name for name in SETTING.findall(question) if _KEY_SHAPE.search(name)]
+    named = CONFIG_KEY.findall(question)
     return [name for name in dict.fromkeys(named) if name.casefold() not in sources]
 
 
