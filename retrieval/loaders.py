@@ -20,6 +20,7 @@ from retrieval.errors import SkipFile
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
+    from trafilatura.settings import Document as TrafilaturaDocument
 
 KINDS = {
     ".md": "markdown",
@@ -32,8 +33,9 @@ KINDS = {
 }
 # Bump a kind's revision when its reader's text changes: the next ingest reads indexed files of
 # that kind again, as if they had changed (2: html keeps the lines of <pre> blocks; 3: a blank line
-# before each definition-list entry, so chunks keep a term with its description).
-READER_REVISIONS = {"html": 3}
+# before each definition-list entry, so chunks keep a term with its description; 4: headings in a
+# wrapper of their own and terms written as links to themselves survive the boilerplate filter).
+READER_REVISIONS = {"html": 4}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -164,15 +166,10 @@ def read_markdown(path: Path, data: bytes) -> Document:
 
 def read_html(path: Path, data: bytes) -> Document:
     """Main text only (trafilatura drops scripts, styles, navigation); headings become sections."""
-    import trafilatura
-
     if b"\0" in data[:SNIFF_BYTES]:
         raise SkipFile("binary content (NUL bytes)")
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
-    tree = _tree_with_pre_as_code(data)
-    extracted = tree is not None and trafilatura.bare_extraction(
-        tree, favor_recall=True, include_comments=False, include_tables=True, with_metadata=True
-    )
+    extracted = _extract(data)
     if not extracted or not (extracted.text or "").strip():
         raise SkipFile("no main text found in the HTML")
     text, headings = _render_with_headings(extracted.body)
@@ -181,12 +178,46 @@ def read_html(path: Path, data: bytes) -> Document:
     return Document(str(path), title, text, sections_from_headings(text, headings, title), "html")
 
 
+def _extract(data: bytes) -> TrafilaturaDocument | None:
+    """trafilatura's main text, favouring recall; its precise extraction where that keeps the headings.
+
+    Favouring recall, trafilatura drops the headings between sibling blocks of some layouts
+    (HAProxy's manuals: none of their 150 headings kept), and chunks then carry no
+    heading. Its precise extraction keeps them there, but elsewhere drops whole parts of a page
+    (half of HAProxy's management guide). So it is taken only where it keeps more headings and
+    nearly all of the text.
+    """
+    recall = _extraction(data, favor_recall=True)
+    if not recall:
+        return None
+    precise = _extraction(data, favor_recall=False)
+    if precise and _heads(precise) > _heads(recall) and len(precise.text or "") >= 0.97 * len(recall.text or ""):
+        return precise
+    return recall
+
+
+def _extraction(data: bytes, favor_recall: bool) -> TrafilaturaDocument | None:
+    import trafilatura
+
+    tree = _tree_with_pre_as_code(data)  # trafilatura prunes the tree it reads: a fresh one each time
+    if tree is None:
+        return None
+    return trafilatura.bare_extraction(
+        tree, favor_recall=favor_recall, include_comments=False, include_tables=True, with_metadata=True
+    )
+
+
+def _heads(extracted: TrafilaturaDocument) -> int:
+    return sum(1 for _ in extracted.body.iter("head"))
+
+
 _INLINE_TAGS = ("b", "i", "u", "em", "strong", "font", "span", "a", "tt", "kbd", "samp", "var")
 
 
 def _tree_with_pre_as_code(data: bytes) -> HtmlElement | None:
     """The page parsed as trafilatura parses it, every <pre> block made <pre><code> with its inline
-    markup dropped, so trafilatura keeps its lines (None when the bytes are not HTML).
+    markup dropped, so trafilatura keeps its lines (None when the bytes are not HTML); headings
+    and terms freed from layouts it drops (`_keep_headings_and_terms`).
 
     trafilatura turns a <pre> without a <code> inside into a quote and collapses its
     whitespace: man2html pages (every Slurm man page: `<PRE><B>$ salloc ...</B></PRE>`) lost
@@ -198,6 +229,8 @@ def _tree_with_pre_as_code(data: bytes) -> HtmlElement | None:
     from trafilatura.utils import load_html
 
     tree = load_html(data)
+    if tree is not None:
+        _keep_headings_and_terms(tree)
     for pre in tree.iter("pre") if tree is not None else ():
         if pre.find(".//code") is not None:
             continue
@@ -207,6 +240,60 @@ def _tree_with_pre_as_code(data: bytes) -> HtmlElement | None:
         code.extend(list(pre))  # anything left (<br>...) moves inside too
         pre.append(code)
     return tree
+
+
+def _keep_headings_and_terms(tree: HtmlElement) -> None:
+    """Undo three page layouts that trafilatura's boilerplate filter mistakes for navigation.
+
+    HAProxy's manuals (and other Bootstrap-styled generated docs) lost every chapter heading and
+    the name of every command and keyword they describe, leaving descriptions that never say
+    what they describe:
+    - an empty named anchor (`<a name="disable server"></a>disable server`) is removed with the
+      text that follows it: it is unwrapped, the text kept;
+    - a term written as a link to itself (`<a href="#disable%20server">disable server</a>`) is all
+      link, so it is dropped as a menu: a link whose target starts where the link stands (no
+      word between them, or the target holds the link) becomes plain text. A table of contents
+      links far away, and stays a menu;
+    - a heading in a wrapper of its own (`<div class="page-header"><h1>4. Stopping</h1></div>`)
+      is dropped with the wrapper, whose class reads as a page header: the wrapper is unwrapped.
+    """
+    from urllib.parse import unquote
+
+    offsets, targets, words = {}, {}, 0
+    for event, element in _walk(tree):
+        if event == "start":
+            offsets[element] = words
+            words += len((element.text or "").split())
+            for name in filter(None, (element.get("id"), element.get("name"))):
+                targets.setdefault(name, element)
+        else:
+            words += len((element.tail or "").split())
+    for link in list(tree.iter("a")):
+        href = link.get("href")
+        if href is None and not link.text_content().strip():
+            link.drop_tag()  # an empty anchor: its tail (the term) stays
+        elif href and href.startswith("#") and any(c.isalnum() for c in link.text_content()):
+            target = targets.get(unquote(href[1:]))
+            if target is not None and (offsets[target] == offsets[link] or target in link.iterancestors()):
+                link.drop_tag()
+    for heading in list(tree.iter("h1", "h2", "h3", "h4", "h5", "h6")):
+        text, wrapper = heading.text_content().strip(), heading.getparent()
+        while text and wrapper is not None and wrapper.tag in _WRAPPERS and wrapper.text_content().strip() == text:
+            outer = wrapper.getparent()
+            if outer is None:
+                break
+            wrapper.drop_tag()
+            wrapper = outer
+
+
+_WRAPPERS = ("div", "header", "section", "hgroup")
+
+
+def _walk(tree: HtmlElement) -> Iterable[tuple[str, HtmlElement]]:
+    """(event, element) for the start and end of every element, in document order (no comments)."""
+    from lxml import etree
+
+    return ((event, el) for event, el in etree.iterwalk(tree, events=("start", "end")) if isinstance(el.tag, str))
 
 
 def _render_with_headings(body) -> tuple[str, list[Heading]]:

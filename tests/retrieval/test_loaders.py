@@ -221,3 +221,61 @@ def test_html_definition_lists_cut_between_entries_so_a_term_keeps_its_descripti
     for chunk in chunks:  # every chunk starts on a term and ends on a description
         lines = chunk.text.strip().splitlines()
         assert lines[0].startswith("- Param") and "What parameter" in lines[-1], chunk.text
+
+
+def _dconv_page(chapters: int = 3) -> str:
+    """A page laid out as HAProxy's manuals are (haproxy-dconv, Bootstrap): a table of contents of
+    in-page links, chapter headings in a wrapper of their own, and every keyword a link to itself."""
+    toc = "".join(
+        f'<div class="row"><div class="col-md-2"><b><small>{i}.</small></b></div>'
+        f'<div class="col-md-10"><a href="#{i}"><b>Chapter about topic {i}</b></a></div></div>'
+        for i in range(1, chapters + 1)
+    )
+    body = ""
+    for i in range(1, chapters + 1):
+        body += (
+            f'<a class="anchor" id="{i}" name="{i}"></a><div class="page-header"><h1 id="chapter-{i}">'
+            f'<small><a class="small" href="#{i}">{i}.</a></small> Chapter about topic {i}</h1></div>'
+            f'<div><pre class="text">Chapter {i} explains how the load balancer handles topic {i}, in\n'
+            f"enough words of running text to read as the main content of the page.\n</pre></div>"
+        )
+        for name in (f"disable server{i}", f"enable server{i}"):
+            body += (
+                f'<a class="anchor" name="{i}-{name}"></a><div class="keyword"><b><a class="anchor" name="{name}"></a>'
+                f'<a href="#{i}-{name.replace(" ", "%20")}">{name}</a></b> &lt;backend&gt;/&lt;server&gt;</div>'
+                f'<pre class="text">Mark the server for maintenance with the command above, so that no new\n'
+                f"traffic reaches it until it is enabled again (chapter {i}).\n</pre>"
+            )
+    return (
+        '<html><head><title>Management Guide</title></head><body><div id="wrapper"><div id="page-wrapper">'
+        f'<div class="row"><div class="col-lg-12"><h1>Management Guide</h1>{toc}{body}</div></div>'
+        "</div></div></body></html>"
+    )
+
+
+def test_html_keeps_headings_and_self_linked_terms_of_generated_manuals(tmp_path):
+    path = tmp_path / "management.html"
+    path.write_text(_dconv_page())
+    doc = load_document(path)
+    for i in (1, 2, 3):  # each chapter heading is a section, its words appear once (not the contents too)
+        assert any(h.endswith(f"{i}. Chapter about topic {i}") for h in headings(doc)), headings(doc)
+        assert doc.text.count(f"Chapter about topic {i}") == 1
+        for name in (f"disable server{i}", f"enable server{i}"):  # the term, then what it does
+            assert f"{name} <backend>/<server>\nMark the server for maintenance" in doc.text
+
+
+def test_html_terms_linked_to_themselves_become_text_and_a_table_of_contents_stays_links():
+    from lxml import etree
+
+    from retrieval.loaders import _tree_with_pre_as_code
+
+    tree = _tree_with_pre_as_code(_dconv_page(chapters=2).encode())
+    keyword = next(div for div in tree.iter("div") if div.get("class") == "keyword")
+    assert etree.tostring(keyword, encoding="unicode").startswith(
+        '<div class="keyword"><b>disable server1</b> &lt;backend&gt;'
+    )  # neither the empty anchor (whose tail trafilatura drops) nor the self-link is left
+    toc_links = [a for a in tree.iter("a") if a.text_content() == "Chapter about topic 1"]
+    assert len(toc_links) == 1  # the contents' entry links far away: still a link, so still a menu
+    heading = next(h for h in tree.iter("h1") if h.get("id") == "chapter-1")
+    assert heading.getparent().get("class") == "col-lg-12"  # out of its page-header wrapper
+    assert heading.text_content() == "1. Chapter about topic 1"
