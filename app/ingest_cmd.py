@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-CORPORA = ("slurm", "runbooks")
+CORPORA = ("slurm", "haproxy", "runbooks")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,6 +51,10 @@ def corpus_path(name: str) -> Path:
             from corpora.slurm import ensure_slurm_docs
 
             return ensure_slurm_docs()
+        if name == "haproxy":
+            from corpora.haproxy import ensure_haproxy_docs
+
+            return ensure_haproxy_docs()
         if name == "runbooks":
             from corpora import bundled_runbooks_dir
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import corpora
-from corpora import slurm
+from corpora import debian_docs, haproxy, slurm
 
 RUNBOOKS = sorted(corpora.bundled_runbooks_dir().glob("*.md"))
 QUESTIONS_PATH = corpora.slurm_questions_path()
@@ -135,22 +136,24 @@ def test_gold_pages_exist_in_slurm_docs() -> None:
     assert not missing, f"gold pages not in {docs}: {sorted(missing)}"
 
 
-# --- ensure_slurm_docs without network ---------------------------------------------------------------
+# --- the Debian docs recipe (Slurm, HAProxy) without network --------------------------------------------
+
+SPEC = slurm.SLURM
 
 
-def _fake_fetch(pages: int = slurm.MIN_PAGES, fail_after_write: bool = False):
+def _fake_fetch(pages: int = SPEC.min_pages, fail_after_write: bool = False):
     """A stand-in for the apt-get download + dpkg -x step that writes pages under the scratch dir."""
     calls: list[Path] = []
 
-    def fetch(workdir: Path) -> Path:
+    def fetch(spec: debian_docs.DebianDocs, workdir: Path) -> Path:
         calls.append(workdir)
-        html = workdir / "root" / slurm.HTML_SUBPATH
+        html = workdir / "root" / spec.html_subpath
         html.mkdir(parents=True)
-        (html / slurm.MARKER_PAGE).write_text("<html>slurm.conf</html>")
+        (html / spec.marker_page).write_text("<html>slurm.conf</html>")
         for i in range(pages - 1):
             (html / f"page{i:03d}.html").write_text("<html></html>")
         if fail_after_write:
-            raise slurm.CorpusError("simulated failure half-way through unpacking")
+            raise debian_docs.CorpusError("simulated failure half-way through unpacking")
         return html
 
     return fetch, calls
@@ -158,30 +161,30 @@ def _fake_fetch(pages: int = slurm.MIN_PAGES, fail_after_write: bool = False):
 
 @pytest.fixture
 def no_system_docs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setattr(slurm, "SYSTEM_HTML", tmp_path / "not-installed")
+    monkeypatch.setattr(slurm, "SLURM", replace(SPEC, system_html=tmp_path / "not-installed"))
     return tmp_path / "cache"
 
 
 def test_extracts_aside_then_renames_into_place(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
     fetch, calls = _fake_fetch()
-    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    monkeypatch.setattr(debian_docs, "_fetch_html", fetch)
     result = slurm.ensure_slurm_docs(no_system_docs)
     assert result == no_system_docs / "html"
-    assert slurm.has_pages(result)
+    assert SPEC.has_pages(result)
     assert calls and calls[0].parent == no_system_docs and calls[0].name.startswith(".extract-")
     assert sorted(p.name for p in no_system_docs.iterdir()) == ["html"], "scratch folder must be cleaned up"
 
     # A second call reuses the cache and never fetches again.
-    def boom(_: Path) -> Path:
+    def boom(*_: object) -> Path:
         raise AssertionError("fetched although the cache is complete")
 
-    monkeypatch.setattr(slurm, "_fetch_html", boom)
+    monkeypatch.setattr(debian_docs, "_fetch_html", boom)
     assert slurm.ensure_slurm_docs(no_system_docs) == result
 
 
 def test_failed_extraction_leaves_no_partial_corpus(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
     fetch, _ = _fake_fetch(fail_after_write=True)
-    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    monkeypatch.setattr(debian_docs, "_fetch_html", fetch)
     with pytest.raises(slurm.CorpusError, match="half-way"):
         slurm.ensure_slurm_docs(no_system_docs)
     assert list(no_system_docs.iterdir()) == []
@@ -189,7 +192,7 @@ def test_failed_extraction_leaves_no_partial_corpus(monkeypatch: pytest.MonkeyPa
 
 def test_too_few_pages_is_rejected(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
     fetch, _ = _fake_fetch(pages=3)
-    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    monkeypatch.setattr(debian_docs, "_fetch_html", fetch)
     with pytest.raises(slurm.CorpusError, match="layout"):
         slurm.ensure_slurm_docs(no_system_docs)
     assert not (no_system_docs / "html").exists()
@@ -200,9 +203,9 @@ def test_incomplete_cache_is_replaced(monkeypatch: pytest.MonkeyPatch, no_system
     stale.mkdir(parents=True)
     (stale / "leftover.html").write_text("old")
     fetch, calls = _fake_fetch()
-    monkeypatch.setattr(slurm, "_fetch_html", fetch)
+    monkeypatch.setattr(debian_docs, "_fetch_html", fetch)
     result = slurm.ensure_slurm_docs(no_system_docs)
-    assert len(calls) == 1 and slurm.has_pages(result)
+    assert len(calls) == 1 and SPEC.has_pages(result)
     assert not (result / "leftover.html").exists()
     assert sorted(p.name for p in no_system_docs.iterdir()) == ["html"]
 
@@ -210,16 +213,16 @@ def test_incomplete_cache_is_replaced(monkeypatch: pytest.MonkeyPatch, no_system
 def test_installed_package_is_preferred(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     system = tmp_path / "usr-share-doc"
     system.mkdir()
-    (system / slurm.MARKER_PAGE).write_text("x")
-    for i in range(slurm.MIN_PAGES):
+    (system / SPEC.marker_page).write_text("x")
+    for i in range(SPEC.min_pages):
         (system / f"p{i}.html").write_text("x")
-    monkeypatch.setattr(slurm, "SYSTEM_HTML", system)
-    monkeypatch.setattr(slurm, "_fetch_html", lambda _: pytest.fail("must not download"))
+    monkeypatch.setattr(slurm, "SLURM", replace(SPEC, system_html=system))
+    monkeypatch.setattr(debian_docs, "_fetch_html", lambda *_: pytest.fail("must not download"))
     assert slurm.ensure_slurm_docs(tmp_path / "cache") == system
 
 
 def test_missing_apt_names_what_to_install(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
-    monkeypatch.setattr(slurm.shutil, "which", lambda _: None)
+    monkeypatch.setattr(debian_docs.shutil, "which", lambda _: None)
     with pytest.raises(slurm.CorpusError, match="slurm-wlm-doc") as err:
         slurm.ensure_slurm_docs(no_system_docs)
     assert "apt-get" in str(err.value)
@@ -227,12 +230,12 @@ def test_missing_apt_names_what_to_install(monkeypatch: pytest.MonkeyPatch, no_s
 
 
 def test_failed_download_explains_apt_update(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
-    monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(debian_docs.shutil, "which", lambda name: f"/usr/bin/{name}")
 
     def fake_run(cmd, **_kwargs):
         return subprocess.CompletedProcess(cmd, 100, "", "E: Unable to locate package slurm-wlm-doc\n")
 
-    monkeypatch.setattr(slurm.subprocess, "run", fake_run)
+    monkeypatch.setattr(debian_docs.subprocess, "run", fake_run)
     with pytest.raises(slurm.CorpusError, match="apt-get update") as err:
         slurm.ensure_slurm_docs(no_system_docs)
     assert "Unable to locate package" in str(err.value)
@@ -240,12 +243,33 @@ def test_failed_download_explains_apt_update(monkeypatch: pytest.MonkeyPatch, no
 
 def test_default_cache_dir_follows_specrag_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SPECRAG_HOME", str(tmp_path))
-    assert slurm.default_cache_dir() == tmp_path / "corpora" / "slurm"
+    assert SPEC.default_cache_dir() == tmp_path / "corpora" / "slurm"
+    assert haproxy.HAPROXY.default_cache_dir() == tmp_path / "corpora" / "haproxy"
     monkeypatch.delenv("SPECRAG_HOME")
-    assert slurm.default_cache_dir() == Path.home() / ".cache" / "specrag" / "corpora" / "slurm"
+    assert SPEC.default_cache_dir() == Path.home() / ".cache" / "specrag" / "corpora" / "slurm"
 
 
 def test_corpus_error_is_a_specrag_error() -> None:
     from generation.errors import SpecragError
 
     assert issubclass(slurm.CorpusError, SpecragError)
+
+
+# --- HAProxy question set ----------------------------------------------------------------------------
+
+
+def test_haproxy_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages() -> None:
+    """Every expected keyword survives ingest's HTML reader, so keyword recall measures the model, not
+    the reader (the command names of the management guide did not, before reader revision 4)."""
+    from retrieval.loaders import load_document
+
+    path = Path(corpora.__file__).parent / "haproxy" / "questions.jsonl"
+    questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len({q["id"] for q in questions}) == len(questions) == 26
+    assert sum(not q["gold"] for q in questions) >= 5
+    docs = haproxy.ensure_haproxy_docs()  # installed, cached, or fetched with apt, as for the Slurm pages
+    texts = {page: load_document(docs / page).text for q in questions for page in q["gold"]}
+    for q in questions:
+        assert bool(q["gold"]) == bool(q["answer_keywords"]) == (q["kind"] != "unanswerable"), q["id"]
+        for keyword in q["answer_keywords"]:
+            assert any(keyword in texts[page] for page in q["gold"]), f"{q['id']}: {keyword!r} not in {q['gold']}"
