@@ -51,6 +51,8 @@ _VALUE_SPLIT = re.compile(r"[:,]")
 _NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?|\d{4}-\d\d-\d\dT\d\d?")
 _NUMBER_PREFIX = re.compile(r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?|\d{4}-\d\d-\d\dT\d{0,2}")  # its start
 _PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.")
+_SLOT = re.compile(r"<[^<>\s]+>")
+_SLOTS = re.compile(r"<[^<>\s]+>(?:[^\w\s<>]+<[^<>\s]+>)+")  # `<backend>/<server>`, `<user>@<host>`
 _JOINERS = re.compile(r"[\W_]+")
 _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reboot` reads as one setting
 _BUILT_KINDS = ("code", "command", "option")  # the kinds a user's values may go into (`_built_from_one`)
@@ -301,11 +303,28 @@ def _builders(line: str, vocabularies: Sequence[set[str]], question: str) -> Ite
     split = pieces(line)
     if len(split) < 2:
         return
-    needed = {text for role, text in split if not _users_value(role, text, question)}
+    needed = {text: role for role, text in split if not _users_value(role, text, question)}
     if not needed:
         return
     sourced = {text for _, text in split}
-    yield from ((i, not sourced <= vocabulary) for i, vocabulary in enumerate(vocabularies) if needed <= vocabulary)
+    for i, vocabulary in enumerate(vocabularies):
+        missing = [text for text in needed if text not in vocabulary]
+        if all(needed[text] != "name" and _fills_slots(text, vocabulary, question) for text in missing):
+            yield i, bool(missing) or not sourced <= vocabulary
+
+
+def _fills_slots(piece: str, vocabulary: set[str], question: str) -> bool:
+    """Does `piece` fill in one of the passage's joined placeholders with the question's own words or
+    numbers? `api/web-07` fills `<backend>/<server>` for a question about "web-07 in the api backend",
+    as `disable server api/web-07` fills `disable server <backend>/<server>`. A lone `<name>` is no such
+    slot: any word would fill it, and a plain word of the question is no value (`_users_value`)."""
+    for template in vocabulary:
+        if "<" in template and _SLOTS.fullmatch(template):
+            literals = _SLOT.split(template)
+            match = re.fullmatch("(.+?)".join(map(re.escape, literals)), piece)
+            if match and all(_NUMBER.fullmatch(value) or value in _words(question) for value in match.groups()):
+                return True
+    return False
 
 
 def _looks_like_command(line: str) -> bool:

@@ -116,6 +116,23 @@ def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted(
     assert verbatim[0].found and not verbatim[0].adapted
 
 
+def test_a_sources_joined_placeholders_filled_with_the_questions_names_are_adapted_not_flagged():
+    passages = ["disable server <backend>/<server>\nMark the server DOWN for maintenance.", "show table <name>"]
+    question = "We need to patch web-07 in the api backend right now. How do I pull it out of the pool?"
+    answer = (
+        "```\ndisable server api/web-07\n```\n"  # both slots filled with the question's names
+        "`disable server shop/web-09`\n"  # names the question never gave
+        "`disable server api/web-07/x`\n"  # not the slot's shape
+        "`enable server api/web-07`\n"  # a command no passage has
+        "`show table api`\n"  # a lone <name> is no slot: a plain word of the question does not fill it
+    )
+    items = {item.text: item for item in check_grounding(answer, passages, question)}
+    assert items["disable server api/web-07"].found and items["disable server api/web-07"].adapted
+    others = ("disable server shop/web-09", "disable server api/web-07/x", "enable server api/web-07", "show table api")
+    for text in others:
+        assert not items[text].found, text
+
+
 def test_a_setting_written_with_spaces_around_its_equals_sign_is_one_setting():
     items = check_grounding("```\nRebootProgram = /sbin/reboot\n```", ["RebootProgram=/sbin/reboot"])
     assert [(i.text, i.found) for i in items if i.kind == "code"] == [("RebootProgram = /sbin/reboot", True)]
