@@ -169,42 +169,66 @@ def read_html(path: Path, data: bytes) -> Document:
     if b"\0" in data[:SNIFF_BYTES]:
         raise SkipFile("binary content (NUL bytes)")
     logging.getLogger("trafilatura").setLevel(logging.CRITICAL)
-    extracted = _extract(data)
+    extracted, unrecovered = _extract(data)
     if not extracted or not (extracted.text or "").strip():
         raise SkipFile("no main text found in the HTML")
     text, headings = _render_with_headings(extracted.body)
     title = next((h.title for h in headings if h.level == 1), None)
+    if unrecovered is not None:  # its recovered headings are chapters ("Summary"): titled by the first reading
+        title, extracted = _first_h1(unrecovered), unrecovered
     title = title or (extracted.title or "").strip() or path.stem
     return Document(str(path), title, text, sections_from_headings(text, headings, title), "html")
 
 
-def _extract(data: bytes) -> TrafilaturaDocument | None:
-    """trafilatura's main text, favouring recall; its precise extraction where that keeps the headings.
+def _extract(data: bytes) -> tuple[TrafilaturaDocument | None, TrafilaturaDocument | None]:
+    """trafilatura's main text, favouring recall, with the page's headings; and the first reading,
+    where the headings had to be recovered.
 
-    Favouring recall, trafilatura drops the headings between sibling blocks of some layouts
-    (HAProxy's manuals: none of their 150 headings kept), and chunks then carry no
-    heading. Its precise extraction keeps them there, but elsewhere drops whole parts of a page
-    (half of HAProxy's management guide). So it is taken only where it keeps more headings and
-    nearly all of the text.
+    trafilatura drops a heading that stands between sibling blocks (`<div>...</div><h1>4.
+    Stopping</h1><div>...`): HAProxy's manuals kept none of their 150 headings, so no chunk said
+    which chapter it came from. Where it keeps fewer than half of a page's headings, the page is
+    read again with every heading turned into a marked paragraph, which it keeps, and the marks
+    are turned back into headings. Elsewhere (the Slurm pages keep theirs) nothing changes.
     """
-    recall = _extraction(data, favor_recall=True)
-    if not recall:
-        return None
-    precise = _extraction(data, favor_recall=False)
-    if precise and _heads(precise) > _heads(recall) and len(precise.text or "") >= 0.97 * len(recall.text or ""):
-        return precise
-    return recall
+    tree = _tree_with_pre_as_code(data)
+    if tree is None:
+        return None, None
+    headings = sum(1 for _ in tree.iter(*_HEADINGS))
+    extracted = _extraction(tree)
+    if extracted and 2 * _heads(extracted) < headings:
+        tree = _tree_with_pre_as_code(data)  # trafilatura prunes the tree it reads
+        for heading in list(tree.iter(*_HEADINGS)):
+            text = " ".join(heading.text_content().split())
+            heading.clear(keep_tail=True)  # attributes too: its class must not get the paragraph dropped
+            heading.tag, heading.text = "p", f"\u27e6specrag-level-{heading.tag}\u27e7{text}"
+        marked = _extraction(tree)
+        if marked and len(marked.text or "") >= 0.97 * len(extracted.text or ""):
+            for element in marked.body.iter():
+                level = _HEADING_MARK.match(element.text or "")
+                if level and element.tag == "p":  # kept as a paragraph: a heading again
+                    element.tag = "head"
+                    element.set("rend", level.group(1))
+                element.text = _HEADING_MARK.sub("", element.text or "") or None  # kept as anything else: as kept
+                element.tail = _HEADING_MARK.sub("", element.tail or "") or None
+            return marked, extracted
+    return extracted, None
 
 
-def _extraction(data: bytes, favor_recall: bool) -> TrafilaturaDocument | None:
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_HEADING_MARK = re.compile("\u27e6specrag-level-(h[1-6])\u27e7")  # not a `_MARK`
+
+
+def _extraction(tree: HtmlElement) -> TrafilaturaDocument | None:
     import trafilatura
 
-    tree = _tree_with_pre_as_code(data)  # trafilatura prunes the tree it reads: a fresh one each time
-    if tree is None:
-        return None
     return trafilatura.bare_extraction(
-        tree, favor_recall=favor_recall, include_comments=False, include_tables=True, with_metadata=True
+        tree, favor_recall=True, include_comments=False, include_tables=True, with_metadata=True
     )
+
+
+def _first_h1(extracted: TrafilaturaDocument) -> str | None:
+    heads = (head for head in extracted.body.iter("head") if head.get("rend") == "h1")
+    return next((" ".join("".join(head.itertext()).split()) for head in heads), None)
 
 
 def _heads(extracted: TrafilaturaDocument) -> int:
@@ -276,7 +300,7 @@ def _keep_headings_and_terms(tree: HtmlElement) -> None:
             target = targets.get(unquote(href[1:]))
             if target is not None and (offsets[target] == offsets[link] or target in link.iterancestors()):
                 link.drop_tag()
-    for heading in list(tree.iter("h1", "h2", "h3", "h4", "h5", "h6")):
+    for heading in list(tree.iter(*_HEADINGS)):
         text, wrapper = heading.text_content().strip(), heading.getparent()
         while text and wrapper is not None and wrapper.tag in _WRAPPERS and wrapper.text_content().strip() == text:
             outer = wrapper.getparent()

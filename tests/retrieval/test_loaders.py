@@ -244,7 +244,7 @@ def _dconv_page(chapters: int = 3) -> str:
                 f'<a class="anchor" name="{i}-{name}"></a><div class="keyword"><b><a class="anchor" name="{name}"></a>'
                 f'<a href="#{i}-{name.replace(" ", "%20")}">{name}</a></b> &lt;backend&gt;/&lt;server&gt;</div>'
                 f'<pre class="text">Mark the server for maintenance with the command above, so that no new\n'
-                f"traffic reaches it until it is enabled again (chapter {i}).\n</pre>"
+                f"traffic reaches it until it is enabled again (chapter {i}, {name}).\n</pre>"
             )
     return (
         '<html><head><title>Management Guide</title></head><body><div id="wrapper"><div id="page-wrapper">'
