@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from retrieval_fakes import FakeEmbedder, every_model_load_gives
 
@@ -81,8 +82,33 @@ def test_files_read_by_an_older_reader_are_read_again_and_only_they(docs, tmp_pa
     spy = FakeEmbedder()
     report = ingest([docs], index, embedder=spy)
     assert [Path(p).name for p in report.updated] == ["backup.html"] and report.unchanged == 3
-    assert spy.embedded and all(text.startswith("Database backups") for text in spy.embedded)
+    assert report.written and spy.embedded == []  # read again, same text: its stored vectors are kept
     assert not ingest([docs], index, embedder=FakeEmbedder()).written  # and then it is up to date
+
+
+def test_an_edit_reembeds_only_the_chunks_it_changed_and_a_new_precision_all(tmp_path, fake):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    paragraphs = [f"Step {i}: the operator checks gauge {i} and writes its reading in the log." for i in range(40)]
+    (docs / "long.md").write_text("# Long runbook\n\n" + "\n\n".join(paragraphs) + "\n")
+    index = tmp_path / "index"
+    first = ingest([docs], index, IngestOptions(chunk_tokens=40, overlap_tokens=0), embedder=fake)
+    assert first.chunks > 10
+    paragraphs[20] = "Step 20: the operator resets breaker B7 and writes its reading in the log."  # as many tokens
+    (docs / "long.md").write_text("# Long runbook\n\n" + "\n\n".join(paragraphs) + "\n")
+    spy = FakeEmbedder()
+    report = ingest([docs], index, embedder=spy)
+    assert [Path(p).name for p in report.updated] == ["long.md"]
+    assert 1 <= report.embedded_chunks == len(spy.embedded) <= 2 and any("breaker B7" in t for t in spy.embedded)
+    retriever = open_index(index, FakeEmbedder())
+    assert report.chunks == first.chunks == len(retriever.index.chunks)
+    for chunk, vector in zip(retriever.index.chunks, retriever.index.vectors, strict=True):
+        assert np.allclose(vector, spy.vector(chunk.indexed_text()))  # reused or new, each row its own text's
+    paragraphs[0] = "Step 0: the operator starts at the north panel."
+    (docs / "long.md").write_text("# Long runbook\n\n" + "\n\n".join(paragraphs) + "\n")
+    other = FakeEmbedder()
+    other.precision = "bfloat16"  # vectors of another precision are not mixed with the stored ones
+    assert ingest([docs], index, embedder=other).embedded_chunks == first.chunks
 
 
 def test_removed_file_loses_its_chunks_and_roots_are_remembered(docs, tmp_path, fake):
