@@ -33,8 +33,8 @@ KINDS = {
 }
 # Bump a kind's revision when its reader's text changes: the next ingest reads indexed files of
 # that kind again, as if they had changed (2: html keeps the lines of <pre> blocks; 3: a blank line
-# before each definition-list entry, so chunks keep a term with its description; 4: headings in a
-# wrapper of their own and terms written as links to themselves survive the boilerplate filter).
+# before each definition-list entry, so chunks keep a term with its description; 4: generated
+# manuals keep their headings and the terms they define, see `_extract` and `_keep_headings_and_terms`).
 READER_REVISIONS = {"html": 4}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
