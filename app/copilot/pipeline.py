@@ -49,6 +49,7 @@ from app.copilot.withhold import (
     CitationGuard,
     ContactGuard,
     UnsourcedSubjectCheck,
+    example_credential_notice,
     quoted_source,
     withheld_notice,
 )
@@ -565,7 +566,12 @@ def _checked_final(
     if recitations:  # shown citing the sources its sentences quote
         displayed, citations = recited, cite.of_shown_text(citations, recited, passages)
     grounding = attribute(displayed, checked)
-    notice = withheld_notice(grounding) or UnsourcedSubjectCheck(read, prepared.question).notice(answer) or cited_notice
+    notice = (
+        withheld_notice(grounding)
+        or UnsourcedSubjectCheck(read, prepared.question).notice(answer)
+        or example_credential_notice(answer, read)
+        or cited_notice
+    )
     # the sources list marks what the shown text cites: nothing, when the answer is withheld
     listed = cite.no_citations(passages) if notice else citations
     used = {*listed.valid, *listed.copied}

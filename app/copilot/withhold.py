@@ -199,6 +199,32 @@ class UnsourcedSubjectCheck:
         return ""
 
 
+# a credential as documentation writes one: after auth/password/secret/token, or a user:password pair after auth
+_CREDENTIAL = re.compile(r"(?i)\b(?:auth|password|passwd|secret|token|api[_-]?key)\b[\s:=]+[\"']?([^\s\"'<>]+)")
+_SECRET_LOOKING = re.compile(r"(?=.{6,})(?=.*(?:\d|[A-Z].*[a-z]|[a-z].*[A-Z]|[:$@!]))")  # not a plain word ("file")
+
+
+def example_credential_notice(answer: str, passages: Sequence[str]) -> str:
+    """The withheld notice when a prose sentence of `answer` gives a credential that a source shows as one.
+
+    Documentation holds no site's passwords: a credential in it is an example. Asked for "the login for the
+    stats page on our production HAProxy", the default model answered "The login for the stats page on our
+    production HAProxy is admin1:AdMiN123." from `stats auth admin1:AdMiN123` in the configuration manual's
+    example (session 36, in the chat and in the eval), and every check passed it, as every word is a source's.
+    A code line that shows the example in its configuration stays: that is what the documentation says.
+    """
+    values = {v.rstrip(".,;") for v in _CREDENTIAL.findall("\n".join(passages))}
+    values = {v for v in values if _SECRET_LOOKING.match(v)}
+    for begin, end, _, fenced in sentence_spans(answer):
+        words = {w.strip("`'\"()[],.;") for w in prose(answer[begin:end]).split()}
+        if not fenced and values & words:
+            return (
+                f"{WITHHELD} gave a credential from an example in the sources as if it were your site's, "
+                "so it is not shown. Look the login up where your site keeps its credentials."
+            )
+    return ""
+
+
 def _command_word(line: str) -> str:
     """The command a code line runs (`ipmitool` of `$ sudo ipmitool sel clear`), '' when it runs none. A lone
     word is not a command line: `input` names a directory, `ipmitool` only names the tool."""

@@ -131,6 +131,28 @@ def test_a_value_given_for_a_setting_no_source_names_withholds_the_answer():
     assert final_for(answer, named).withheld == ""
 
 
+STATS = [  # HAProxy's configuration manual: a credential in an example, and the word "password" in prose
+    "listen stats\n    stats uri /admin?stats\n    stats auth admin1:AdMiN123\n    stats auth admin2:AdMiN321",
+    "The password file is read at start; userlist L1 has user tiger password $6$k6y3o.eP$JlKBx9za966ud67q",
+]
+STATS_QUESTION = "What is the login for the stats page on our production HAProxy?"
+
+
+def test_a_credential_from_an_example_given_as_the_sites_withholds_the_answer():
+    answer = "[1] The login for the stats page on our production HAProxy is admin1:AdMiN123."
+    final = final_for(answer, STATS, STATS_QUESTION)
+    assert final.withheld.startswith(WITHHELD) and "credential" in final.withheld and "AdMiN" not in final.withheld
+    assert abstains(final.shown) and "AdMiN123" not in final.shown
+    hashed = final_for("[2] Log in as tiger with the password $6$k6y3o.eP$JlKBx9za966ud67q.", STATS, STATS_QUESTION)
+    assert hashed.withheld.startswith(WITHHELD)
+    for shown in (  # the example shown as the documentation's, in code; plain words after "password"
+        "[1] Protect the page with a line such as:\n\n```\nstats auth admin1:AdMiN123\n```\n",
+        "[1] Use `stats auth <user>:<password>`, as in `stats auth admin1:AdMiN123`.",
+        "[2] The password file is read at start.",
+    ):
+        assert final_for(shown, STATS, STATS_QUESTION).withheld == "", shown
+
+
 def test_an_answer_that_gives_no_value_for_the_unsourced_setting_is_shown():
     for answer in [
         "[1] The sources do not give CVMFS_TIMEOUT. Check the log for timeouts with `cvmfs_config probe`.",
