@@ -211,18 +211,24 @@ def example_credential_notice(answer: str, passages: Sequence[str]) -> str:
     stats page on our production HAProxy", the default model answered "The login for the stats page on our
     production HAProxy is admin1:AdMiN123." from `stats auth admin1:AdMiN123` in the configuration manual's
     example (session 36, in the chat and in the eval), and every check passed it, as every word is a source's.
-    A code line that shows the example in its configuration stays: that is what the documentation says.
+    A code line or span that shows the example in its configuration stays: that is what the documentation says.
     """
     values = {v.rstrip(".,;") for v in _CREDENTIAL.findall("\n".join(passages))}
     values = {v for v in values if _SECRET_LOOKING.match(v)}
     for begin, end, _, fenced in sentence_spans(answer):
-        words = {w.strip("`'\"()[],.;") for w in prose(answer[begin:end]).split()}
+        # a code span that shows the value after its keyword (`stats auth admin1:AdMiN123`) quotes the example
+        sentence = INLINE.sub(_unless_example, answer[begin:end])
+        words = {w.strip("`'\"()[],.;") for w in sentence.split()}
         if not fenced and values & words:
             return (
                 f"{WITHHELD} gave a credential from an example in the sources as if it were your site's, "
                 "so it is not shown. Look the login up where your site keeps its credentials."
             )
     return ""
+
+
+def _unless_example(code: re.Match[str]) -> str:
+    return " " if _CREDENTIAL.search(code.group(1)) else code.group(0)
 
 
 def _command_word(line: str) -> str:
