@@ -23,7 +23,7 @@ a comparable form:
   sentence (version, release, driver, firmware...: "the driver version for CUDA 12 is
   470.59"): the same text; an upgrade to a made-up driver version is acted on as surely as a
   made-up command;
-- time: a time of day or clock duration (`01:00`, `23:59:30`): the same hours, minutes and
+- time: a time of day or clock duration (`01:00`, `23:59:30`, `9 PM` as 21:00): the same hours, minutes and
   seconds (`1:00` = `01:00`). Asked for a maintenance window the docs do not give, an answer said
   "from 01:00 to 03:00", the hours of the prompt's worked example (session 27);
 - setting: a configuration key (CamelCase or with an underscore) given a number in prose
@@ -121,6 +121,7 @@ _SHORT_VERSION = re.compile(r"(?<![\w.:/-])v?\d+\.\d+(?![\w-]|\.\w)")
 _TIME = re.compile(
     r"(?:(?<=\dT)|(?<![\w:.-]))([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?(?:(?=[AaPp][Mm]\b)|(?![\w:]|\.\d))"
 )  # 12:30PM as 12:30
+_HOUR = re.compile(r"(?<![\w:.-])(1[0-2]|0?[1-9])(?::([0-5]\d))? ?([AaPp])(?:[Mm]\b|\.[Mm]\.)")  # 9 AM, 5pm, 10:30 p.m.
 _SENTENCE_BREAK = re.compile(r"\n|[.;!?]\s")
 _VERSION_WORD = re.compile(r"\b(?:versions?|releases?|drivers?|firmware|kernel|upgrade|update)\b", re.I)
 _NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[ ](?:[A-Z]\.[ ])?[A-Z][a-z]+){1,2}(?![\w-])")
@@ -245,10 +246,15 @@ def quantities(text: str) -> list[tuple[int, str]]:
 
 
 def _times(text: str) -> list[tuple[int, str]]:
-    return [(m.start(), m.group(0)) for m in _TIME.finditer(text)]
+    hours = {m.start(): m.group(0) for m in _HOUR.finditer(text)}  # 9:30 PM before 9:30
+    return sorted([*hours.items(), *((m.start(), m.group(0)) for m in _TIME.finditer(text) if m.start() not in hours)])
 
 
 def _time_key(text: str) -> tuple[int, int, int]:
+    hour = _HOUR.fullmatch(text)
+    if hour:  # 9 PM is 21:00, 12 AM is 00:00
+        hours = int(hour.group(1)) % 12 + (12 if hour.group(3).casefold() == "p" else 0)
+        return hours, int(hour.group(2) or 0), 0
     hours, minutes, seconds = (int(part) for part in [*text.split(":"), "0"][:3])
     return hours, minutes, seconds
 

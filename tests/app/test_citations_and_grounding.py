@@ -133,6 +133,15 @@ def test_a_sources_joined_placeholders_filled_with_the_questions_names_are_adapt
         assert not items[text].found, text
 
 
+def test_a_clock_hour_with_am_or_pm_is_a_time_of_day():
+    from app.copilot.specifics import check_specifics
+
+    passages = ["Backups run nightly at 01:00; the maintenance window closes at 21:30."]
+    answer = "[1] Reloads are allowed from 9 AM to 5 PM. Backups run at 1 AM and the window closes at 9:30 PM."
+    found = {item.text: item.found for item in check_specifics(answer, passages) if item.kind == "time"}
+    assert found == {"9 AM": False, "5 PM": False, "1 AM": True, "9:30 PM": True}
+
+
 def test_a_setting_written_with_spaces_around_its_equals_sign_is_one_setting():
     items = check_grounding("```\nRebootProgram = /sbin/reboot\n```", ["RebootProgram=/sbin/reboot"])
     assert [(i.text, i.found) for i in items if i.kind == "code"] == [("RebootProgram = /sbin/reboot", True)]
@@ -234,7 +243,7 @@ def test_a_time_of_day_is_checked_against_the_sources_times():
     answer = "It starts at 16:00, not 4:00, and the outage began at 02:10; lunch at 12:30 PM."
     sources = [*passages, "a job at 04:00 and one at 12:30PM"]
     items = {i.text: i.found for i in check_specifics(answer, sources, "it failed at 02:10")}
-    assert items == {"16:00": True, "4:00": True, "02:10": True, "12:30": True}
+    assert items == {"16:00": True, "4:00": True, "02:10": True, "12:30 PM": True}  # the source's 12:30PM
     # neither a ratio, an address with its port, a command's time limit nor a bare hour is a time of day
     listed = check_specifics("A 3:1 ratio on 10.0.0.1:8080; run `sbatch --time=10:00 job.sh` at 9.", passages)
     assert [item.kind for item in listed] == ["version"]  # the address, as before
