@@ -2,7 +2,8 @@
 
 The ladder: scan the roots -> hash every candidate file -> plan (unchanged / added / updated /
 removed) -> load and chunk the new and changed files -> embed their chunks (a chunk whose text
-is stored already keeps its vector) -> keep the stored rows of unchanged files -> write a new generation and swap it in (store.write_generation).
+is stored already keeps its vector) -> keep the stored rows of unchanged files -> write a new
+generation and swap it in (store.write_generation).
 Bad files are skipped with a reason and never stop the run. When nothing changed, nothing is
 loaded, embedded or written (the model is not even loaded).
 
