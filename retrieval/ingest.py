@@ -367,10 +367,10 @@ def _embed(
 
 
 def _stored_vectors(live: Path | None, manifest: dict | None, plan: _Plan, embedder: Embedder) -> dict[str, np.ndarray]:
-    """The stored vector of each chunk text of the files read again, where this run's model and
-    precision made them: an edit re-embeds only the chunks it changed, and a new reader revision
+    """The stored vector of each chunk text of the files read again or gone, where this run's model
+    and precision made them: an edit re-embeds only the chunks it changed, and a new reader revision
     only the chunks whose text it changed (all 4,707 Slurm chunks were embedded again, ~4-9 min
-    here, when the HTML reader changed the text of 6 of 130 pages)."""
+    here, when the HTML reader changed the text of 3 of 130 pages)."""
     if live is None or manifest is None or not plan.to_load:
         return {}
     made = manifest["embedding"]
@@ -381,7 +381,7 @@ def _stored_vectors(live: Path | None, manifest: dict | None, plan: _Plan, embed
         return {}
     with lease:
         chunks, vectors = load_rows(live, made["dim"])
-    again = set(plan.to_load)
+    again = {*plan.to_load, *plan.gone}  # a moved or renamed file is one gone and one added
     return {chunk.indexed_text(): vectors[i] for i, chunk in enumerate(chunks) if chunk.source in again}
 
 

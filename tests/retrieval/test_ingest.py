@@ -104,6 +104,10 @@ def test_an_edit_reembeds_only_the_chunks_it_changed_and_a_new_precision_all(tmp
     assert report.chunks == first.chunks == len(retriever.index.chunks)
     for chunk, vector in zip(retriever.index.chunks, retriever.index.vectors, strict=True):
         assert np.allclose(vector, spy.vector(chunk.indexed_text()))  # reused or new, each row its own text's
+    (docs / "long.md").rename(docs / "renamed.md")  # a moved file: its chunks' texts are stored already
+    moved = ingest([docs], index, embedder=FakeEmbedder())
+    assert moved.removed and moved.added and moved.embedded_chunks == 0 and moved.chunks == first.chunks
+    (docs / "renamed.md").rename(docs / "long.md")
     paragraphs[0] = "Step 0: the operator starts at the north panel."
     (docs / "long.md").write_text("# Long runbook\n\n" + "\n\n".join(paragraphs) + "\n")
     other = FakeEmbedder()
