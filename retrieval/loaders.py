@@ -34,14 +34,18 @@ KINDS = {
 # Bump a kind's revision when its reader's text changes: the next ingest reads indexed files of
 # that kind again, as if they had changed (2: html keeps the lines of <pre> blocks; 3: a blank line
 # before each definition-list entry, so chunks keep a term with its description; 4: generated
-# manuals keep their headings and the terms they define, see `_extract` and `_keep_headings_and_terms`).
-READER_REVISIONS = {"html": 4}
+# manuals keep their headings and the terms they define, see `_extract` and `_keep_headings_and_terms`;
+# 5: the paragraphs of preformatted text, and a paragraph break after it, `_mark_code_paragraphs`).
+READER_REVISIONS = {"html": 5}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
 _ENTRY = "\u27e6specrag-dt\u27e7"
 _ENTRY_LINE = re.compile(r"^(.*?)" + _ENTRY, re.M)
+_BLANK = "\u27e6specrag-blank\u27e7"  # a line of its own where a blank line must survive rendering
+_BLANK_LINES = re.compile(r"\n[ \t]*\n")
+_RUN_OF_BLANKS = re.compile(r"(?:\n[ \t]*)*\n" + _BLANK + r"(?:[ \t]*\n)*|\n{3,}")
 
 
 def reader_revision(kind: str) -> int:
@@ -332,7 +336,9 @@ def _render_with_headings(body) -> tuple[str, list[Heading]]:
     for i, head in enumerate(heads):
         head.text = f"\u27e6specrag-h{i}\u27e7{head.text or ''}"
     _mark_entries(body)
+    _mark_code_paragraphs(body)
     marked = _ENTRY_LINE.sub(lambda m: "\n" + m.group(1), xmltotxt(body, include_formatting=False))
+    marked = _RUN_OF_BLANKS.sub("\n\n", marked).removeprefix(_BLANK + "\n")
     text = _MARK.sub("", marked)
     headings, removed = [], 0
     for match in _MARK.finditer(marked):
@@ -361,6 +367,37 @@ def _mark_entries(body) -> None:
         previous = item.getprevious()
         if _is_term(item) and previous is not None and not _is_term(previous):
             item.text = _ENTRY + (item.text or "")
+
+
+def _mark_code_paragraphs(body) -> None:
+    """Mark the blank lines of preformatted blocks, and one after each block, to survive rendering.
+
+    trafilatura's text drops every blank line. Manuals written as preformatted text (HAProxy's
+    are all `<pre>`: a command's name, then its description in paragraphs) came out as one run
+    of lines, so the chunker, whose first choice of a cut is a paragraph break, cut anywhere: a
+    command's description began one chunk and ended the next, away from its name. With the
+    paragraphs kept and a break after each block, chunks end where an entry or paragraph ends.
+    """
+    for code in body.iter("code"):
+        if "\n" not in "".join(code.itertext()):
+            continue  # inline code
+        for element in code.iter():
+            if element.text:
+                element.text = _BLANK_LINES.sub(f"\n{_BLANK}\n", element.text)
+            if element.tail and element is not code:
+                element.tail = _BLANK_LINES.sub(f"\n{_BLANK}\n", element.tail)
+        if code.getparent() is None or code.getparent().tag != "code":
+            _append_to_last_text(code, f"\n{_BLANK}")
+
+
+def _append_to_last_text(element, text: str) -> None:
+    """Add text after the last character of element's content (not its tail)."""
+    while len(element) and not element[-1].tail:
+        element = element[-1]
+    if len(element):
+        element[-1].tail = element[-1].tail.rstrip("\n") + text
+    else:
+        element.text = (element.text or "").rstrip("\n") + text
 
 
 def _is_term(item) -> bool:

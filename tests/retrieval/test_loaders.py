@@ -264,6 +264,32 @@ def test_html_keeps_headings_and_self_linked_terms_of_generated_manuals(tmp_path
             assert f"{name} <backend>/<server>\nMark the server for maintenance" in doc.text
 
 
+def test_html_preformatted_manuals_keep_paragraphs_so_chunks_cut_between_entries(tmp_path):
+    from retrieval.chunking import ChunkParams, chunk_document, make_splitter
+
+    entries = "".join(
+        f'<div class="keyword"><b>disable thing{i}</b> &lt;backend&gt;</div><pre class="text">'
+        f"Take thing {i} out of service, in a first paragraph of about twenty words\n"
+        f"wrapped over two lines as a text manual wraps them.\n\n"
+        f"Restricted to the admin level (thing {i}).\n</pre>"
+        for i in range(10)
+    )
+    closing = "<p>A closing <code>inline</code> word.</p>"
+    html = f"<html><body><h1>Management</h1><h2>Commands</h2>{entries}{closing}</body></html>"
+    path = tmp_path / "management.html"
+    path.write_text(html)
+    doc = load_document(path)
+    assert "as a text manual wraps them.\n\nRestricted to the admin level (thing 0)." in doc.text  # its blank line
+    assert "(thing 0).\n\ndisable thing1 <backend>\nTake thing 1" in doc.text  # a break after the block only
+    assert "A closing inline word." in doc.text and "specrag" not in doc.text and "\n\n\n" not in doc.text
+    splitter = make_splitter(lambda text: len(text.split()), ChunkParams(chunk_tokens=60, overlap_tokens=0))
+    chunks = chunk_document(doc, splitter)
+    assert len(chunks) > 3
+    for chunk in chunks[:-1]:  # every chunk starts on a command and ends where its entry ends
+        text = chunk.text.strip()
+        assert text.startswith("disable thing") and text.endswith(")."), chunk.text
+
+
 def test_html_terms_linked_to_themselves_become_text_and_a_table_of_contents_stays_links():
     from lxml import etree
 
