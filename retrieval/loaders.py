@@ -35,7 +35,7 @@ KINDS = {
 # that kind again, as if they had changed (2: html keeps the lines of <pre> blocks; 3: a blank line
 # before each definition-list entry, so chunks keep a term with its description; 4: generated
 # manuals keep their headings and the terms they define, see `_extract` and `_keep_headings_and_terms`;
-# 5: the paragraphs of preformatted text, and a paragraph break after it, `_mark_code_paragraphs`).
+# 5: pages written as preformatted text keep their paragraphs, `_mark_code_paragraphs`).
 READER_REVISIONS = {"html": 5}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
@@ -377,17 +377,22 @@ def _mark_code_paragraphs(body) -> None:
     of lines, so the chunker, whose first choice of a cut is a paragraph break, cut anywhere: a
     command's description began one chunk and ended the next, away from its name. With the
     paragraphs kept and a break after each block, chunks end where an entry or paragraph ends.
+
+    Only a page whose preformatted blocks hold at least half its text is read so: on pages of
+    prose with examples (nearly every Slurm page) a break after each example gave shorter chunks
+    and a lower MRR on all six Slurm question sets (own 0.794 -> 0.789, unseen 0.617 -> 0.577).
     """
-    for code in body.iter("code"):
-        if "\n" not in "".join(code.itertext()):
-            continue  # inline code
+    blocks = [code for code in body.iter("code") if "\n" in "".join(code.itertext())]  # not inline code
+    outermost = [code for code in blocks if code.getparent() is None or code.getparent().tag != "code"]
+    if 2 * sum(len("".join(code.itertext())) for code in outermost) < len("".join(body.itertext())):
+        return
+    for code in outermost:
         for element in code.iter():
             if element.text:
                 element.text = _BLANK_LINES.sub(f"\n{_BLANK}\n", element.text)
             if element.tail and element is not code:
                 element.tail = _BLANK_LINES.sub(f"\n{_BLANK}\n", element.tail)
-        if code.getparent() is None or code.getparent().tag != "code":
-            _append_to_last_text(code, f"\n{_BLANK}")
+        _append_to_last_text(code, f"\n{_BLANK}")
 
 
 def _append_to_last_text(element, text: str) -> None:

@@ -290,6 +290,17 @@ def test_html_preformatted_manuals_keep_paragraphs_so_chunks_cut_between_entries
         assert text.startswith("disable thing") and text.endswith(")."), chunk.text
 
 
+def test_html_prose_with_examples_is_read_as_before(tmp_path):
+    prose = "".join(
+        f"<p>Paragraph {i} of prose that explains the command in words, as most pages do.</p>" for i in range(6)
+    )
+    example = "<pre>$ scontrol show job 42\n\nJobId=42 JobName=test\n</pre>"
+    path = tmp_path / "scontrol.html"
+    path.write_text(f"<html><body><h1>scontrol</h1>{prose}{example}{prose.replace('Paragraph', 'Part')}</body></html>")
+    text = load_document(path).text
+    assert "$ scontrol show job 42\nJobId=42 JobName=test\nPart 0 of prose" in text  # the page is mostly prose
+
+
 def test_html_terms_linked_to_themselves_become_text_and_a_table_of_contents_stays_links():
     from lxml import etree
 
