@@ -35,7 +35,8 @@ KINDS = {
 # that kind again, as if they had changed (2: html keeps the lines of <pre> blocks; 3: a blank line
 # before each definition-list entry, so chunks keep a term with its description; 4: generated
 # manuals keep their headings and the terms they define, see `_extract` and `_keep_headings_and_terms`;
-# 5: pages written as preformatted text keep their paragraphs, `_mark_code_paragraphs`).
+# 5: pages written as preformatted text keep their paragraphs, `_mark_code_paragraphs`; a term linked to
+# the first of several entries of its name is text too, `_keep_headings_and_terms`).
 READER_REVISIONS = {"html": 5}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
@@ -293,7 +294,7 @@ def _keep_headings_and_terms(tree: HtmlElement) -> None:
             offsets[element] = words
             words += len((element.text or "").split())
             for name in filter(None, (element.get("id"), element.get("name"))):
-                targets.setdefault(name, element)
+                targets.setdefault(name, []).append(element)  # a name can stand before each of several entries
         else:
             words += len((element.tail or "").split())
     for link in list(tree.iter("a")):
@@ -301,8 +302,10 @@ def _keep_headings_and_terms(tree: HtmlElement) -> None:
         if href is None and not link.text_content().strip():
             link.drop_tag()  # an empty anchor: its tail (the term) stays
         elif href and href.startswith("#") and any(c.isalnum() for c in link.text_content()):
-            target = targets.get(unquote(href[1:]))
-            if target is not None and (offsets[target] == offsets[link] or target in link.iterancestors()):
+            ancestors = set(link.iterancestors())
+            if any(
+                offsets[target] == offsets[link] or target in ancestors for target in targets.get(unquote(href[1:]), ())
+            ):
                 link.drop_tag()
     for heading in list(tree.iter(*_HEADINGS)):
         text, wrapper = heading.text_content().strip(), heading.getparent()

@@ -223,15 +223,17 @@ def test_html_definition_lists_cut_between_entries_so_a_term_keeps_its_descripti
         assert lines[0].startswith("- Param") and "What parameter" in lines[-1], chunk.text
 
 
-def _dconv_page(chapters: int = 3) -> str:
+def _dconv_page(chapters: int = 3, names: tuple[str, str] = ("disable server", "enable server")) -> str:
     """A page laid out as HAProxy's manuals are (haproxy-dconv, Bootstrap): a table of contents of
-    in-page links, chapter headings in a wrapper of their own, and every keyword a link to itself."""
+    in-page links, chapter headings in a wrapper of their own, and every keyword a link to itself
+    (to the first anchor of its name where two entries share one: `set server ... addr`, `... state`)."""
     toc = "".join(
         f'<div class="row"><div class="col-md-2"><b><small>{i}.</small></b></div>'
         f'<div class="col-md-10"><a href="#{i}"><b>Chapter about topic {i}</b></a></div></div>'
         for i in range(1, chapters + 1)
     )
     body = ""
+    arguments = '<span style="color: #080">&lt;backend&gt;</span>/<span style="color: #080">&lt;server&gt;</span>'
     for i in range(1, chapters + 1):
         body += (
             f'<a class="anchor" id="{i}" name="{i}"></a><div class="page-header"><h1 id="chapter-{i}">'
@@ -239,12 +241,13 @@ def _dconv_page(chapters: int = 3) -> str:
             f'<div><pre class="text">Chapter {i} explains how the load balancer handles topic {i}, in\n'
             f"enough words of running text to read as the main content of the page.\n</pre></div>"
         )
-        for name in (f"disable server{i}", f"enable server{i}"):
+        for j, name in enumerate(f"{name}{i}" for name in names):
+            form = f" form{j}" if names[0] == names[1] else ""
             body += (
                 f'<a class="anchor" name="{i}-{name}"></a><div class="keyword"><b><a class="anchor" name="{name}"></a>'
-                f'<a href="#{i}-{name.replace(" ", "%20")}">{name}</a></b> &lt;backend&gt;/&lt;server&gt;</div>'
+                f'<a href="#{i}-{name.replace(" ", "%20")}">{name}</a></b> {arguments}{form}</div>'
                 f'<pre class="text">Mark the server for maintenance with the command above, so that no new\n'
-                f"traffic reaches it until it is enabled again (chapter {i}, {name}).\n</pre>"
+                f"traffic reaches it until it is enabled again (chapter {i}, {name}{form}).\n</pre>"
             )
     return (
         '<html><head><title>Management Guide</title></head><body><div id="wrapper"><div id="page-wrapper">'
@@ -301,6 +304,15 @@ def test_html_prose_with_examples_is_read_as_before(tmp_path):
     assert "$ scontrol show job 42\nJobId=42 JobName=test\nPart 0 of prose" in text  # the page is mostly prose
 
 
+def test_html_keeps_every_entry_of_a_command_named_more_than_once(tmp_path):
+    path = tmp_path / "management.html"
+    path.write_text(_dconv_page(names=("set server", "set server")))
+    text = load_document(path).text  # the second term links to the first entry's anchor, not to where it stands
+    for i in (1, 2, 3):
+        for j in (0, 1):
+            assert f"set server{i} <backend>/<server> form{j}\nMark the server" in text
+
+
 def test_html_terms_linked_to_themselves_become_text_and_a_table_of_contents_stays_links():
     from lxml import etree
 
@@ -309,7 +321,7 @@ def test_html_terms_linked_to_themselves_become_text_and_a_table_of_contents_sta
     tree = _tree_with_pre_as_code(_dconv_page(chapters=2).encode())
     keyword = next(div for div in tree.iter("div") if div.get("class") == "keyword")
     assert etree.tostring(keyword, encoding="unicode").startswith(
-        '<div class="keyword"><b>disable server1</b> &lt;backend&gt;'
+        '<div class="keyword"><b>disable server1</b> <span style="color: #080">&lt;backend&gt;'
     )  # neither the empty anchor (whose tail trafilatura drops) nor the self-link is left
     toc_links = [a for a in tree.iter("a") if a.text_content() == "Chapter about topic 1"]
     assert len(toc_links) == 1  # the contents' entry links far away: still a link, so still a menu
