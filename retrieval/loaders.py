@@ -36,7 +36,8 @@ KINDS = {
 # before each definition-list entry, so chunks keep a term with its description; 4: generated
 # manuals keep their headings and the terms they define, see `_extract` and `_keep_headings_and_terms`;
 # 5: pages written as preformatted text keep their paragraphs, `_mark_code_paragraphs`; a term linked to
-# the first of several entries of its name is text too, `_keep_headings_and_terms`).
+# the first of several entries of its name is text too, and a permalink mark is dropped,
+# `_keep_headings_and_terms`).
 READER_REVISIONS = {"html": 5}
 DEFAULT_MAX_BYTES = 20 * 2**20
 SNIFF_BYTES = 8192
@@ -285,6 +286,8 @@ def _keep_headings_and_terms(tree: HtmlElement) -> None:
       links far away, and stays a menu;
     - a heading in a wrapper of its own (`<div class="page-header"><h1>4. Stopping</h1></div>`)
       is dropped with the wrapper, whose class reads as a page header: the wrapper is unwrapped.
+    A permalink mark inside what it links to (Apache's `<h2 id="x">Listen Directive <a href="#x">¶</a>`)
+    is removed, so a heading does not end in "¶".
     """
     from urllib.parse import unquote
 
@@ -301,12 +304,13 @@ def _keep_headings_and_terms(tree: HtmlElement) -> None:
         href = link.get("href")
         if href is None and not link.text_content().strip():
             link.drop_tag()  # an empty anchor: its tail (the term) stays
-        elif href and href.startswith("#") and any(c.isalnum() for c in link.text_content()):
+        elif href and href.startswith("#"):
             ancestors = set(link.iterancestors())
-            if any(
-                offsets[target] == offsets[link] or target in ancestors for target in targets.get(unquote(href[1:]), ())
-            ):
+            here = [t for t in targets.get(unquote(href[1:]), ()) if offsets[t] == offsets[link] or t in ancestors]
+            if here and any(c.isalnum() for c in link.text_content()):
                 link.drop_tag()
+            elif any(t in ancestors for t in here):
+                link.drop_tree()  # a permalink mark (¶, #) in what it links to: not text; its tail stays
     for heading in list(tree.iter(*_HEADINGS)):
         text, wrapper = heading.text_content().strip(), heading.getparent()
         while text and wrapper is not None and wrapper.tag in _WRAPPERS and wrapper.text_content().strip() == text:

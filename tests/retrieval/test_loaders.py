@@ -313,6 +313,20 @@ def test_html_keeps_every_entry_of_a_command_named_more_than_once(tmp_path):
             assert f"set server{i} <backend>/<server> form{j}\nMark the server" in text
 
 
+def test_html_headings_lose_their_permalink_marks(tmp_path):
+    sections = "".join(
+        f'<div class="directive-section"><h2 id="d{i}"><span id="Directive{i}">Directive{i}</span> Directive '
+        f'<a title="Permanent link" href="#d{i}" class="permalink">&para;</a></h2>'
+        f"<p>Directive{i} sets how the server handles case {i}, described in a sentence of some length.</p></div>"
+        for i in range(4)
+    )
+    path = tmp_path / "core.html"
+    path.write_text(f"<html><body><h1>Apache Core Features</h1>{sections}</body></html>")
+    doc = load_document(path)
+    assert [h for h in headings(doc) if "Directive0" in h] == ["Directive0 Directive"]
+    assert "\u00b6" not in doc.text and "Directive3 sets how the server" in doc.text
+
+
 def test_html_terms_linked_to_themselves_become_text_and_a_table_of_contents_stays_links():
     from lxml import etree
 
