@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-CORPORA = ("slurm", "haproxy", "runbooks")
+CORPORA = ("slurm", "haproxy", "apache", "runbooks")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -55,6 +55,10 @@ def corpus_path(name: str) -> Path:
             from corpora.haproxy import ensure_haproxy_docs
 
             return ensure_haproxy_docs()
+        if name == "apache":
+            from corpora.apache import ensure_apache_docs
+
+            return ensure_apache_docs()
         if name == "runbooks":
             from corpora import bundled_runbooks_dir
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import corpora
-from corpora import debian_docs, haproxy, slurm
+from corpora import apache, debian_docs, haproxy, slurm
 
 RUNBOOKS = sorted(corpora.bundled_runbooks_dir().glob("*.md"))
 QUESTIONS_PATH = corpora.slurm_questions_path()
@@ -255,20 +255,24 @@ def test_corpus_error_is_a_specrag_error() -> None:
     assert issubclass(slurm.CorpusError, SpecragError)
 
 
-# --- HAProxy question set ----------------------------------------------------------------------------
+# --- HAProxy and Apache question sets -----------------------------------------------------------------
 
 
-def test_haproxy_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages() -> None:
+@pytest.mark.parametrize(
+    ("name", "ensure_docs"), [("haproxy", haproxy.ensure_haproxy_docs), ("apache", apache.ensure_apache_docs)]
+)
+def test_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages(name, ensure_docs) -> None:
     """Every expected keyword survives ingest's HTML reader, so keyword recall measures the model, not
-    the reader (the command names of the management guide did not, before reader revision 4)."""
+    the reader (the command names of HAProxy's management guide did not, before reader revision 4)."""
     from retrieval.loaders import load_document
 
-    path = Path(corpora.__file__).parent / "haproxy" / "questions.jsonl"
+    path = Path(corpora.__file__).parent / name / "questions.jsonl"
     questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert len({q["id"] for q in questions}) == len(questions) == 26
     assert sum(not q["gold"] for q in questions) >= 5
-    docs = haproxy.ensure_haproxy_docs()  # installed, cached, or fetched with apt, as for the Slurm pages
-    texts = {page: load_document(docs / page).text for q in questions for page in q["gold"]}
+    docs = ensure_docs()  # installed, cached, or fetched with apt, as for the Slurm pages
+    pages = {page.name: page for page in sorted(docs.rglob("*.html"), reverse=True)}  # gold names are unique
+    texts = {page: load_document(pages[page]).text for q in questions for page in q["gold"]}
     for q in questions:
         assert bool(q["gold"]) == bool(q["answer_keywords"]) == (q["kind"] != "unanswerable"), q["id"]
         for keyword in q["answer_keywords"]:
