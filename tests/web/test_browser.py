@@ -104,7 +104,7 @@ def test_answer_streams_then_shows_sources_stats_and_provenance(page, chat_serve
     assert re.search(
         r"\d+ tokens · [\d.]+ tok/s · [\d.]+ tokens/pass · copied \d+% .*first token", details.inner_text()
     )
-    assert details.locator(".prov sup").count() >= 1, "no provenance marks"
+    assert details.locator(".prov sup").count() >= 1, f"no provenance marks: {details.inner_text()!r}"
     assert "Copied verbatim from source" in details.locator(".sr-legend").inner_text()
     details.locator(".sr-source summary").first.click()  # the chunk text on expand
     assert "rotation phrase of the glyph bank" in details.locator(".sr-chunk").first.inner_text()
