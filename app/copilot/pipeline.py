@@ -50,6 +50,7 @@ from app.copilot.withhold import (
     ContactGuard,
     UnsourcedSubjectCheck,
     example_credential_notice,
+    own_site_notice,
     quoted_source,
     withheld_notice,
 )
@@ -570,6 +571,7 @@ def _checked_final(
         withheld_notice(grounding)
         or UnsourcedSubjectCheck(read, prepared.question).notice(answer)
         or example_credential_notice(answer, read)
+        or own_site_notice(prepared.question, answer, grounding)
         or cited_notice
     )
     # the sources list marks what the shown text cites: nothing, when the answer is withheld

@@ -227,6 +227,37 @@ def example_credential_notice(answer: str, passages: Sequence[str]) -> str:
     return ""
 
 
+# A question that asks for a fact of the operator's own site: a wh-word, then "our", "we" or "us" in the same
+# sentence ("What is our team's maintenance window...", "Where do we keep the certificate...", "Which of our nodes").
+_SAYS_UNCOVERED = re.compile(
+    r"(?i)\bnot\b[^.\n]{0,30}\b(?:in|from|by)\s+the\s+(?:sources|passages|documentation|docs)\b"
+    r"|\b(?:sources|passages|documentation)\s+(?:do|does)\s+not\b"
+)
+_NOT_VALUES = ("code", "command", "option", "path")  # grounding kinds that are ways to do or find, not values
+_OWN_SITE_QUESTION = re.compile(r"(?:^|[.?!]\s+)(?:what|which|where|when|who)\b[^.?!]*\b(?:our|we|us)\b", re.I)
+
+
+def own_site_notice(question: str, answer: str, grounding: Sequence[GroundingItem]) -> str:
+    """The withheld notice when a question asks for a fact of the user's own site and the answer gives a
+    value that no source has (a time, quantity, number, setting, version...; a command or path is a way to
+    look it up, and stays a flag), unless the answer says that the sources do not give it ("CVMFS_TIMEOUT is
+    not in the sources. ...": flagged, shown). The value is not repeated in the notice.
+
+    Documentation does not know a site's maintenance window or where it keeps its certificates; the relevance
+    gate lets such a question through when the passages are on its topic. Asked for "our team's approved
+    maintenance window for restarting the production Apache cluster", the default model answered "02:00 to
+    04:00"; for "where do we keep the TLS certificate", `/etc/ssl/certs` (session 37; HAProxy's change window
+    and a Slurm QOS's limits the same way). Each was flagged and still shown, as the site's own answer.
+    """
+    values = [item for item in grounding if not item.found and item.kind not in _NOT_VALUES]
+    if not values or not _OWN_SITE_QUESTION.search(question) or _SAYS_UNCOVERED.search(answer):
+        return ""
+    return (
+        f"{WITHHELD} gave a value that no source has for a question about your own site, so it is not shown. "
+        "Look it up where your site keeps it."
+    )
+
+
 def _unless_example(code: re.Match[str]) -> str:
     return " " if _CREDENTIAL.search(code.group(1)) else code.group(0)
 

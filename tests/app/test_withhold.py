@@ -11,7 +11,7 @@ from app.copilot import pipeline as pipeline_module
 from app.copilot.events import Passage, Token
 from app.copilot.grounding import check_grounding
 from app.copilot.pipeline import final_from_text
-from app.copilot.withhold import WITHHELD, ContactGuard, unsourced_settings, withheld_notice
+from app.copilot.withhold import WITHHELD, ContactGuard, UnsourcedSubjectCheck, unsourced_settings, withheld_notice
 from app.eval.abstention import abstains
 from app.eval.questions import Question
 from app.eval.runner import answer_record
@@ -128,7 +128,9 @@ def test_a_value_given_for_a_setting_no_source_names_withholds_the_answer():
     assert final_for("[1] `CVMFS_TIMEOUT` is 10 seconds here.").withheld.startswith(WITHHELD)
     assert final_for("[1] CVMFS_TIMEOUT is set to 10 on our nodes.").withheld.startswith(WITHHELD)  # a bare number
     named = [*CVMFS, "CVMFS_TIMEOUT sets how long a fetch may take; the site's value is in default.local."]
-    assert final_for(answer, named).withheld == ""
+    assert UnsourcedSubjectCheck(named, TIMEOUT_QUESTION).notice(answer) == ""
+    # still withheld: a value no source has, for a question about the site's own nodes (own_site_notice)
+    assert "your own site" in final_for(answer, named).withheld
 
 
 STATS = [  # HAProxy's configuration manual: a credential in an example, and the word "password" in prose
@@ -166,6 +168,35 @@ def test_an_answer_that_gives_no_value_for_the_unsourced_setting_is_shown():
     # a bare number a source holds is that source's
     retries = [*CVMFS, "A failed fetch is retried 3 times before the job sees an error."]
     assert final_for("[3] CVMFS_TIMEOUT is not given; a fetch is retried 3 times.", retries).withheld == ""
+
+
+RESTARTS = [  # Apache's manual on restarts: nothing of any site's own schedule or files
+    "A graceful restart lets the children finish their current requests: `apache2ctl -k graceful`.",
+    "The server can be stopped with `apache2ctl -k stop`; the error log records the restart.",
+]
+WINDOW_QUESTION = "What is our team's approved maintenance window for restarting the production Apache cluster?"
+
+
+def test_a_value_no_source_has_for_a_question_about_the_own_site_withholds_the_answer():
+    final = final_for("[1] The approved maintenance window is 02:00 to 04:00 [2].", RESTARTS, WINDOW_QUESTION)
+    assert final.withheld.startswith(WITHHELD) and "your own site" in final.withheld
+    assert abstains(final.shown) and "02:00" not in final.shown
+    where = "Where do we keep the TLS certificate for the customer portal, and when does it expire?"
+    kept = "[1] It is kept in `/etc/ssl/certs`. It expires after 90 days [2]."
+    assert final_for(kept, RESTARTS, where).withheld.startswith(WITHHELD)
+    # a path alone is a place to look, flagged as a path, not withheld as the site's value
+    assert final_for("[1] It is kept in `/etc/ssl/certs` [2].", RESTARTS, where).withheld == ""
+    for answer in (  # no value unfound, or the answer says the sources lack it
+        "[1] The sources give no window; restart gracefully with `apache2ctl -k graceful`.",
+        "[2] The sources do not cover your team's maintenance window.",
+        "[1] The window is not in the sources; restarts are logged, e.g. at 02:00 [2].",
+        "[1] Ask the team; a restart that keeps downloads is `apache2ctl -k restart-graceful` [1].",  # unfound code
+    ):
+        assert final_for(answer, RESTARTS, WINDOW_QUESTION).withheld == "", answer
+    # the same invented times for a question that asks how, not for a fact of the site: flagged and shown
+    how = "How do I restart our Apache without cutting off downloads?"
+    final = final_for("[1] Run `apache2ctl -k graceful`, best between 02:00 and 04:00.", RESTARTS, how)
+    assert final.withheld == "" and "02:00" in {item.text for item in final.ungrounded}
 
 
 NODES = [  # Slurm's side of node maintenance: no word of the vendor tool the question asks about
