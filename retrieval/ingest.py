@@ -104,11 +104,12 @@ def ingest(
             _classify(report, manifest, plan, docs)
             return _finish(report, started, chunks=manifest["chunks"] if manifest else 0)
         embedder = embedder or (loading.result() if loading else Embedder.load(model_id, options.precision))
-        stored = _stored_vectors(live, manifest, plan, embedder)
+        rows = _live_rows(live, manifest)
+        stored = _stored_vectors(rows, manifest, plan, embedder)
         chunks, vectors = _embed(docs, chunked, embedder, params, options, report, stored)
         _classify(report, manifest, plan, docs)
         settings = IndexSettings(embedder.model_id, embedder.dim, params.chunk_tokens, params.overlap_tokens)
-        chunks, vectors = _merge(live, manifest, plan, settings, chunks, vectors)
+        chunks, vectors = _merge(live, rows, plan, settings, chunks, vectors)
         files = _file_entries(manifest, plan, docs, chunks)
         tick = time.perf_counter()
         index = HybridIndex.build(chunks, vectors)
@@ -366,28 +367,40 @@ def _embed(
     return chunks, vectors
 
 
-def _stored_vectors(live: Path | None, manifest: dict | None, plan: _Plan, embedder: Embedder) -> dict[str, np.ndarray]:
+Rows = tuple[list[Chunk], np.ndarray]
+
+
+def _live_rows(live: Path | None, manifest: dict | None) -> Rows | None:
+    """The live generation's chunks and vectors, read once for both their uses (`_stored_vectors`, `_merge`);
+    None when there is no live generation or a concurrent clean took it."""
+    if live is None or manifest is None:
+        return None
+    lease = pin(live)
+    if lease is None:
+        return None
+    with lease:
+        return load_rows(live, manifest["embedding"]["dim"])
+
+
+def _stored_vectors(rows: Rows | None, manifest: dict | None, plan: _Plan, embedder: Embedder) -> dict[str, np.ndarray]:
     """The stored vector of each chunk text of the files read again or gone, where this run's model
     and precision made them: an edit re-embeds only the chunks it changed, and a new reader revision
     only the chunks whose text it changed (all 4,707 Slurm chunks were embedded again, ~4-9 min
-    here, when the HTML reader changed the text of 3 of 130 pages)."""
-    if live is None or manifest is None or not plan.to_load:
+    here, when the HTML reader changed the text of 3 of 130 pages). Without stored rows (a concurrent
+    clean took them) everything is embedded, as before."""
+    if rows is None or manifest is None or not plan.to_load:
         return {}
     made = manifest["embedding"]
     if made["model"] != embedder.model_id or made.get("precision") != getattr(embedder, "precision", "float32"):
         return {}
-    lease = pin(live)
-    if lease is None:  # a concurrent clean took it: embed everything, as before
-        return {}
-    with lease:
-        chunks, vectors = load_rows(live, made["dim"])
+    chunks, vectors = rows
     again = {*plan.to_load, *plan.gone}  # a moved or renamed file is one gone and one added
     return {chunk.indexed_text(): vectors[i] for i, chunk in enumerate(chunks) if chunk.source in again}
 
 
 def _merge(
     live: Path | None,
-    manifest: dict | None,
+    rows: Rows | None,
     plan: _Plan,
     settings: IndexSettings,
     chunks: list[Chunk],
@@ -395,16 +408,14 @@ def _merge(
 ) -> tuple[list[Chunk], np.ndarray]:
     """The stored rows of unchanged files plus the new rows, ordered by source then position.
     Stored rows come from load_rows, which pairs each chunk with the vector stored under its id."""
-    if manifest is not None and live is not None and plan.unchanged:
-        keep = set(plan.unchanged)
-        lease = pin(live)
-        if lease is None:
+    if live is not None and plan.unchanged:
+        if rows is None:
             raise IndexCorruptError(f"{live} vanished while this ingest was reading it; run the ingest again")
-        with lease:
-            old_chunks, old_vectors = load_rows(live, settings.dim)
-        rows = [i for i, c in enumerate(old_chunks) if c.source in keep]
-        chunks = [old_chunks[i] for i in rows] + chunks
-        vectors = np.concatenate([old_vectors[rows], vectors]) if rows else vectors
+        keep = set(plan.unchanged)
+        old_chunks, old_vectors = rows
+        kept = [i for i, c in enumerate(old_chunks) if c.source in keep]
+        chunks = [old_chunks[i] for i in kept] + chunks
+        vectors = np.concatenate([old_vectors[kept], vectors]) if kept else vectors
     order = sorted(range(len(chunks)), key=lambda i: (chunks[i].source, chunks[i].position.start))
     return [chunks[i] for i in order], np.ascontiguousarray(vectors[order], dtype=np.float32).reshape(-1, settings.dim)
 
