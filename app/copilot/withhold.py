@@ -57,6 +57,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from app.copilot.abstention import abstention_phrase
 from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import FENCE, INLINE, prose, prose_so_far
@@ -229,10 +230,6 @@ def example_credential_notice(answer: str, passages: Sequence[str]) -> str:
 
 # A question that asks for a fact of the operator's own site: a wh-word, then "our", "we" or "us" in the same
 # sentence ("What is our team's maintenance window...", "Where do we keep the certificate...", "Which of our nodes").
-_SAYS_UNCOVERED = re.compile(
-    r"(?i)\bnot\b[^.\n]{0,30}\b(?:in|from|by)\s+the\s+(?:sources|passages|documentation|docs)\b"
-    r"|\b(?:sources|passages|documentation)\s+(?:do|does)\s+not\b"
-)
 _NOT_VALUES = ("code", "command", "option", "path")  # grounding kinds that are ways to do or find, not values
 _OWN_SITE_QUESTION = re.compile(r"(?:^|[.?!]\s+)(?:what|which|where|when|who)\b[^.?!]*\b(?:our|we|us)\b", re.I)
 
@@ -250,7 +247,7 @@ def own_site_notice(question: str, answer: str, grounding: Sequence[GroundingIte
     and a Slurm QOS's limits the same way). Each was flagged and still shown, as the site's own answer.
     """
     values = [item for item in grounding if not item.found and item.kind not in _NOT_VALUES]
-    if not values or not _OWN_SITE_QUESTION.search(question) or _SAYS_UNCOVERED.search(answer):
+    if not values or not _OWN_SITE_QUESTION.search(question) or abstention_phrase(answer):
         return ""
     return (
         f"{WITHHELD} gave a value that no source has for a question about your own site, so it is not shown. "

@@ -17,8 +17,8 @@ from dataclasses import replace
 from typing import Any
 
 from app.copilot import AnswerOptions, Copilot, Final, Passage, collect
+from app.copilot.abstention import abstains
 from app.eval import metrics
-from app.eval.abstention import abstains
 from app.eval.questions import Question
 from core.errors import SpecragError
 

@@ -8,11 +8,11 @@ from copilot_fakes import FakeRetriever, script_answer
 
 from app.cli_options import add_answer_args, answer_options
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, collect, loading
+from app.copilot.abstention import abstains
 from app.copilot.events import Passage, Token
 from app.copilot.pipeline import final_from_text
 from app.copilot.summary import check_notes
 from app.copilot.withhold import MARKER_AS_VALUE, PLACEHOLDER, UNCITED, WITHHELD, CitationGuard, quoted_source
-from app.eval.abstention import abstains
 from app.eval.questions import Question
 from app.eval.runner import abstention_record
 from app.web.session import Exchange

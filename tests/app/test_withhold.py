@@ -8,11 +8,11 @@ from copilot_fakes import FakeRetriever, script_answer
 from app.cli import main
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, GroundingItem, ModelOptions, collect, loading
 from app.copilot import pipeline as pipeline_module
+from app.copilot.abstention import abstains
 from app.copilot.events import Passage, Token
 from app.copilot.grounding import check_grounding
 from app.copilot.pipeline import final_from_text
 from app.copilot.withhold import WITHHELD, ContactGuard, UnsourcedSubjectCheck, unsourced_settings, withheld_notice
-from app.eval.abstention import abstains
 from app.eval.questions import Question
 from app.eval.runner import answer_record
 from app.web.session import Exchange

@@ -1,7 +1,10 @@
 """Does an answer abstain, i.e. say that the sources do not cover the question?
 
+One detector for the eval's score and the copilot's own rules (an own-site answer that says the sources
+lack the value is shown, withhold.py), so what is withheld and what is scored as abstaining cannot drift.
+
 The rule (a documented heuristic, tested on handwritten positives and negatives in
-tests/eval/test_abstention.py): an answer abstains when it contains an abstention phrase
+tests/app/test_abstention.py): an answer abstains when it contains an abstention phrase
 AND that phrase is in its lead (first two sentences) or the answer is short (at most three
 sentences). So "The passages do not cover X." abstains, while a full answer that ends
 with an aside such as "the context does not say which version added it" does not.
@@ -16,7 +19,7 @@ Abstention phrases, matched case-insensitively:
   information (about|on|regarding)", "(contain|contains|provide|provides) no information";
 - inability: "I (cannot|can't|could not|couldn't|am unable to|'m unable to) (find|answer|
   determine|tell|say|locate)", "I don't (know|have (enough )?information)",
-  "cannot be (determined|answered|found) from", "(is|are) not (available|present) in the
+  "cannot be (determined|answered|found) from", "(is|are) not (available |present )?in the
   (context|passages|sources|documents)", "(beyond|outside) the scope of the (context|...)".
 """
 
@@ -43,7 +46,7 @@ _PATTERNS = [
     r"(?:find|answer|determine|tell|say|locate|provide)",
     r"\bI\s+(?:don't|do\s+not)\s+(?:know|have\s+(?:enough\s+|sufficient\s+|any\s+)?information)",
     r"\bcannot\s+be\s+(?:determined|answered|found|inferred)\s+(?:from|based\s+on|with)",
-    rf"\b(?:is|are)\s+not\s+(?:available|present)\s+in\s+the\s+(?:given\s+|provided\s+)?{_SOURCES}",
+    rf"\b(?:is|are)\s+not\s+(?:available\s+|present\s+)?in\s+the\s+(?:given\s+|provided\s+)?{_SOURCES}",
     rf"\b(?:beyond|outside)\s+(?:the\s+)?scope\s+of\s+the\s+(?:given\s+|provided\s+)?{_SOURCES}",
 ]
 _ABSTAIN = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)

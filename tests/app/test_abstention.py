@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.eval.abstention import abstains, abstention_phrase
+from app.copilot.abstention import abstains, abstention_phrase
 
 ABSTAINING = [
     "The provided context does not contain information about GPU pricing.",
@@ -17,6 +17,8 @@ ABSTAINING = [
     "slurm.conf. Ask your procurement office. They keep the contracts.",
     "Based on the context, I am unable to answer this question.",
     "That is outside the scope of the provided documents.",
+    "CVMFS_TIMEOUT is not in the sources. Ask the site's CVMFS admins.",  # the copilot's own-site rule shows these
+    "The `ipmitool` and `Dell` tools are not in the provided passages.",
 ]
 
 ANSWERING = [
