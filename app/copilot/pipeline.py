@@ -453,7 +453,7 @@ class Copilot:
                 origins += new_origins
                 stats = self._stats(event.stats, origins, started, warm)
                 yield Token(cited.feed(guard.feed(event.text)), list(event.token_ids), new_origins, stats)
-                if guard.notice or cited.notice:
+                if guard.tripped or cited.notice:
                     break  # the answer is withheld: the rest of it would never be shown
         finally:
             stream.close()
@@ -467,7 +467,8 @@ class Copilot:
         rest = cited.feed(guard.flush()) + cited.flush()
         if rest:
             yield Token(rest, [], [], stats)
-        finish = "withheld" if guard.notice or cited.tripped else event.finish_reason or "length"
+        # an own-site answer is withheld once it has ended (guard.notice, not tripped): it was not stopped
+        finish = "withheld" if guard.tripped or cited.tripped else event.finish_reason or "length"
         tokenizer, models = self.engine.tokenizer, self.loaded.describe() if self.loaded else {}
         yield _checked_final(
             prepared,

@@ -72,6 +72,7 @@ _ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what
 # the end of a streaming text that may still become (part of) a contact: a number with its
 # separators, or a last word that may be or become an email address
 _OPEN_TAIL = re.compile(r"(?:\+?\(?\d[\d .()-]*|[\w.+-]*(?:@[\w.-]*)?)\Z")
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
 _TAIL_WINDOW = 200  # characters searched for that tail; a longer one is held from the window's start
 WITHHELD = "The sources do not cover this: the drafted answer"  # how every notice starts
 # the placeholder the prompt's instruction writes its citations as ("... as [n]"): in an answer's prose it
@@ -246,13 +247,22 @@ def own_site_notice(question: str, answer: str, grounding: Sequence[GroundingIte
     04:00"; for "where do we keep the TLS certificate", `/etc/ssl/certs` (session 37; HAProxy's change window
     and a Slurm QOS's limits the same way). Each was flagged and still shown, as the site's own answer.
     """
-    values = [item for item in grounding if not item.found and item.kind not in _NOT_VALUES]
-    if not values or not _OWN_SITE_QUESTION.search(question) or abstention_phrase(answer):
+    if not unsourced_values(grounding) or not own_site_question(question) or abstention_phrase(answer):
         return ""
     return (
         f"{WITHHELD} gave a value that no source has for a question about your own site, so it is not shown. "
         "Look it up where your site keeps it."
     )
+
+
+def own_site_question(question: str) -> bool:
+    """The question asks for a fact of the operator's own site ("What is our team's maintenance window...")."""
+    return bool(_OWN_SITE_QUESTION.search(question))
+
+
+def unsourced_values(grounding: Sequence[GroundingItem]) -> list[GroundingItem]:
+    """The values (times, quantities, numbers, settings, versions...) of `grounding` that no source has."""
+    return [item for item in grounding if not item.found and item.kind not in _NOT_VALUES]
 
 
 def _unless_example(code: re.Match[str]) -> str:
@@ -274,33 +284,56 @@ def withheld_reason(notice: str) -> str:
 
 
 class ContactGuard:
-    """Releases a streaming answer's text as far as it is safe to show, until it names an invented contact."""
+    """Releases a streaming answer's text as far as it is safe to show, until it names an invented contact.
+
+    For a question about the operator's own site it releases whole sentences, and holds everything from the
+    first one that gives a value no source has until the answer ends: whether that answer is shown depends
+    on all of it (own_site_notice: one that goes on to say the sources lack the value is), and the value
+    must not be on screen meanwhile."""
 
     def __init__(self, passages: Sequence[str], question: str) -> None:
         self._checker = SpecificsChecker(passages, question)
         self._unsourced = UnsourcedSubjectCheck(passages, question, self._checker)
+        self._question = question
+        self._own_site = own_site_question(question)
+        self._holding = False  # an own-site answer gave an unsourced value: the rest waits for its end
         self._text = ""
         self._released = 0
         self.notice = ""  # not '': the answer named a contact no source has (the withheld notice)
+        self.tripped = False  # the notice is a contact's (or an unsourced subject's): generation stops there
 
     def feed(self, delta: str) -> str:
         """Take the next piece of the answer; return the text that may now be shown ('' once tripped)."""
         self._text += delta
-        return self._release(_safe_end(self._text))
+        end = _safe_end(self._text)
+        if self._own_site:
+            end = _sentences_end(self._text, end)
+        return self._release(end, done=False)
 
     def flush(self) -> str:
         """The answer ended: the held-back rest, checked ('' once tripped)."""
-        return self._release(len(self._text))
+        return self._release(len(self._text), done=True)
 
-    def _release(self, end: int) -> str:
+    def _release(self, end: int, done: bool) -> str:
         if self.notice or end <= self._released:
             return ""
         shown = self._text[:end]
-        self.notice = withheld_notice(self._checker.check(shown)) or self._unsourced.notice(shown)
-        if self.notice:
+        items = self._checker.check(shown)
+        self.notice = withheld_notice(items) or self._unsourced.notice(shown)
+        self.tripped = bool(self.notice)
+        if not self.notice and self._own_site:
+            self._holding = self._holding or bool(unsourced_values(items))
+            self.notice = own_site_notice(self._question, shown, items) if done else ""
+        if self.notice or (self._holding and not done):
             return ""
         shown, self._released = self._text[self._released : end], end
         return shown
+
+
+def _sentences_end(text: str, end: int) -> int:
+    """Where the last whole sentence or line of `text[:end]` ends (0 when none has ended)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, end)]
+    return ends[-1] if ends else 0
 
 
 def _safe_end(text: str) -> int:

@@ -199,6 +199,38 @@ def test_a_value_no_source_has_for_a_question_about_the_own_site_withholds_the_a
     assert final.withheld == "" and "02:00" in {item.text for item in final.ungrounded}
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 8])
+def test_a_streamed_own_site_value_never_reaches_the_screen(chunk):
+    answer = "[1] Restart gracefully. The approved maintenance window is 02:00 to 04:00 [2]. Tell the team."
+    guard = ContactGuard(RESTARTS, WINDOW_QUESTION)
+    shown = "".join(guard.feed(answer[i : i + chunk]) for i in range(0, len(answer), chunk))
+    assert shown == "[1] Restart gracefully." and not guard.notice  # whole sentences, up to the value's
+    assert guard.flush() == "" and guard.notice.startswith(WITHHELD) and not guard.tripped  # decided at the end
+
+
+@pytest.mark.parametrize("chunk", [1, 5])
+def test_an_own_site_answer_that_says_the_sources_lack_the_value_is_shown_once_it_has_said_so(chunk):
+    answer = "[1] Restarts are logged at 02:00 [2]. Your window is not in the sources."
+    guard = ContactGuard(RESTARTS, WINDOW_QUESTION)
+    held = "".join(guard.feed(answer[i : i + chunk]) for i in range(0, len(answer), chunk))
+    assert held == "" and held + guard.flush() == answer and not guard.notice
+    # any other question streams as before, within its sentences
+    other = ContactGuard(RESTARTS, "How do I restart Apache without cutting off downloads?")
+    assert other.feed(answer[:24]) == answer[:24]
+
+
+def test_the_pipeline_withholds_an_own_site_value_when_the_answer_has_ended(tiny_engine, monkeypatch):
+    retriever = FakeRetriever([("restart.html", RESTARTS[0]), ("stop.html", RESTARTS[1])], heading="Restarts")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(gate="off")), retriever)
+    answer = "[1] Restart gracefully. The approved window is 02:00 to 04:00 [2]. Tell the team first."
+    generated, _ = script_answer(copilot, monkeypatch, answer)
+    events = list(copilot.answer(WINDOW_QUESTION))
+    final, shown = events[-1], "".join(e.text for e in events if isinstance(e, Token))
+    assert "02:00" not in shown and "your own site" in final.withheld and "02:00" not in final.shown
+    assert final.finish_reason != "withheld"  # not stopped: the whole answer was read before deciding
+    assert copilot.engine.tokenizer.decode(generated) == final.answer == answer
+
+
 NODES = [  # Slurm's side of node maintenance: no word of the vendor tool the question asks about
     "Return a node to service with `scontrol update NodeName=cn042 State=RESUME`.",
     "A node's Reason field records why it was drained.",
