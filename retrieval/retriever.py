@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from retrieval import near_duplicates, query_embedder
+from retrieval import near_duplicates, neighbours, query_embedder
 from retrieval.chunking import Chunk
 from retrieval.embeddings import DEFAULT_MODEL_NAME, resolve_model
 from retrieval.errors import IndexCorruptError, IndexMismatchError, InvalidArgumentError, RetrievalError
@@ -29,6 +29,13 @@ CANDIDATES = 20
 # split (README, "Retrieval variants") this raised hit@5 from 0.921 to 0.947 and MRR from 0.749 to
 # 0.752 (held-out: hit@5 1.000 both, MRR 0.912 -> 0.941); alone, dense beats BM25 by far (0.93 vs 0.78).
 FUSION_WEIGHTS = {"dense": 2.0, "bm25": 1.0}
+# Neighbours of one section among the fused top JOIN_WINDOW join into one passage (neighbours.py): the
+# prompt's 6 passages by default. Wider windows (10, 20) grew the passages by 14% and 34% against 7% and
+# found no gold page more (README, "Retrieval variants", session 38).
+JOIN_WINDOW = 6
+
+
+Fused = tuple[int, float, dict[str, int]]  # an index row, its fused score and its rank in each retriever
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,8 @@ class BM25Retriever(SingleRetriever):
 
 class HybridRetriever(Retriever):
     """Dense + BM25, fused with reciprocal rank fusion, a near-copy of a better-ranked chunk left out
-    (near_duplicates.py; `collapse_copies=False` keeps it); `.dense` and `.bm25` are usable alone."""
+    (near_duplicates.py; `collapse_copies=False` keeps it) and neighbours of one section joined into one
+    passage (neighbours.py; `join_neighbours=False` keeps them apart); `.dense` and `.bm25` are usable alone."""
 
     name = "hybrid"
 
@@ -105,9 +113,11 @@ class HybridRetriever(Retriever):
         rrf_k: int = RRF_K,
         weights: dict[str, float] | None = None,
         collapse_copies: bool = True,
+        join_neighbours: bool = True,
+        join_window: int = JOIN_WINDOW,
     ):
         self.index, self.embedder = index, embedder
-        self.collapse_copies = collapse_copies
+        self.collapse_copies, self.join_neighbours, self.join_window = collapse_copies, join_neighbours, join_window
         self.dense, self.bm25 = DenseRetriever(index, embedder), BM25Retriever(index)
         self.candidates, self.rrf_k = candidates, rrf_k
         self.weights = FUSION_WEIGHTS if weights is None else weights
@@ -116,12 +126,26 @@ class HybridRetriever(Retriever):
         n = max(self.candidates, k)
         runs = {r.name: dict(r.hits(query, n)) for r in (self.dense, self.bm25)}
         fused = reciprocal_rank_fusion({name: list(hits) for name, hits in runs.items()}, self.rrf_k, self.weights)
+        chunks = self.index.chunks
+        # neighbours of one section among the first `window` chunks become one passage (neighbours.py)
+        window = self.join_window if self.join_neighbours else 0
         if self.collapse_copies:  # a copy of a better-ranked chunk's text gives its place to the next chunk
-            fused = near_duplicates.distinct(fused, lambda hit: self.index.chunks[hit[0]].text, k)
-        return [
-            scored(self.index.chunks[row], score, {name: runs[name][row] for name in ranks}, ranks)
-            for row, score, ranks in fused[:k]
-        ]
+            fused = near_duplicates.distinct(fused, lambda hit: chunks[hit[0]].text, k + window)
+        groups = neighbours.join_neighbours(fused, lambda hit: chunks[hit[0]], window)
+        return [scored_group(span, members, runs) for members, span in groups[:k]]
+
+
+def scored_group(span: Chunk, members: list[Fused], runs: dict[str, dict[int, float]]) -> ScoredChunk:
+    """A joined passage scores as its best member, with each retriever's best score and rank among its
+    members: the relevance gate reads the dense similarity, and a joined passage is as close as its
+    closest chunk."""
+    scores: dict[str, float] = {}
+    ranks: dict[str, int] = {}
+    for row, _, member_ranks in members:
+        for name, rank in member_ranks.items():
+            scores[name] = max(scores.get(name, float("-inf")), runs[name][row])
+            ranks[name] = min(ranks.get(name, rank), rank)
+    return scored(span, members[0][1], scores, ranks)
 
 
 @dataclass(frozen=True)

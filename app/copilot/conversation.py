@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from app.copilot.events import Passage, Turn
 from app.copilot.prompting import turn_messages
+from retrieval.neighbours import JOIN
 
 # words that point back at an earlier turn; "there" and "one" are left out ("is there a way", "one GPU")
 _REFERRING = frozenset(
@@ -111,8 +112,13 @@ def keep_history(
 
 
 def number_new_passages(candidates: Sequence[Passage], already: Sequence[Passage]) -> list[Passage]:
-    """Number this turn's passages after the kept ones, skipping chunks the prompt already holds."""
-    present = {p.chunk_id or p.text for p in already}
+    """Number this turn's passages after the kept ones, skipping any whose chunks the prompt already holds
+    (a passage joined from neighbours holds several: retrieval/neighbours.py)."""
+    present = {chunk for p in already for chunk in _chunks(p)}
     start = max((p.number for p in already), default=0)
-    fresh = [p for p in candidates if (p.chunk_id or p.text) not in present]
+    fresh = [p for p in candidates if not _chunks(p) <= present]
     return [replace(p, number=start + i + 1) for i, p in enumerate(fresh)]
+
+
+def _chunks(passage: Passage) -> set[str]:
+    return set(passage.chunk_id.split(JOIN)) if passage.chunk_id else {passage.text}

@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -85,16 +86,19 @@ def _passage(source: dict[str, Any], chunk_text: Callable[[str], str | None], ro
     )
 
 
-def index_chunks(index_dir: Path) -> dict[str, str]:
-    """Chunk id -> text, for the live generation of the index at `index_dir`."""
+def index_chunks(index_dir: Path) -> Callable[[str], str | None]:
+    """The passage text a saved chunk id names (a chunk's, or neighbours' joined: retrieval/neighbours.py)
+    in the live generation of the index at `index_dir`; None when the index no longer holds it."""
     from retrieval.index import load_rows as load_index_rows
     from retrieval.manifest import settings_of
+    from retrieval.neighbours import joined_text
     from retrieval.store import check_generation, pin_live
 
     with pin_live(index_dir) as lease:
         settings = settings_of(check_generation(lease.generation))
         chunks, _ = load_index_rows(lease.generation, settings.dim)
-    return {chunk.chunk_id: chunk.text for chunk in chunks}
+    by_id = {chunk.chunk_id: chunk for chunk in chunks}
+    return partial(joined_text, chunks=by_id)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SpecragError("--out is the results file itself: write the rescored rows to a new file")
         rows, _ = load_rows(args.results)
         questions = {q.id: q for q in read_questions(args.questions)[0]}
-        rescored, kept = rescore_rows(rows, questions, index_chunks(args.index).get)
+        rescored, kept = rescore_rows(rows, questions, index_chunks(args.index))
     except (SpecragError, OSError) as err:
         print(f"specrag rescore: error: {err}", file=sys.stderr)
         return 2

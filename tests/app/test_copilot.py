@@ -98,6 +98,16 @@ def test_new_passages_are_numbered_after_the_history(tiny_engine):
     assert [(p.number, p.text) for p in follow.turn.passages] == [(3, RUNBOOK[2])]
 
 
+def test_a_follow_up_passage_joined_from_chunks_the_prompt_holds_is_not_repeated():
+    from app.copilot import Passage
+    from app.copilot.conversation import number_new_passages
+
+    already = [Passage(1, "entry head", "scontrol.html", chunk_id="c1"), Passage(2, "tail", "x", chunk_id="c2")]
+    joined = Passage(1, "entry head and tail", "scontrol.html", chunk_id="c1+c2")  # retrieval/neighbours.py
+    grown = Passage(2, "entry head and more", "scontrol.html", chunk_id="c1+c3")
+    assert [(p.number, p.chunk_id) for p in number_new_passages([joined, grown], already)] == [(3, "c1+c3")]
+
+
 def test_history_keeps_recent_turns_whole_then_bare_then_drops_the_oldest():
     from app.copilot import Passage, Turn
     from app.copilot.conversation import keep_history
