@@ -33,27 +33,18 @@ def join_neighbours(ranked: Iterable[T], chunk_of: Callable[[T], Chunk], window:
     items = list(ranked)
     groups: list[tuple[list[T], Chunk]] = []
     for item in items[:window]:
-        chunk = chunk_of(item)
-        for i, (members, span) in enumerate(groups):
-            grown = joined(span, chunk)
-            if grown is not None:
-                groups[i] = ([*members, item], grown)
-                _absorb(groups, i)
-                break
-        else:
-            groups.append(([item], chunk))
+        groups.append(([item], chunk_of(item)))
+        _absorb(groups, len(groups) - 1)
     return groups + [([item], chunk_of(item)) for item in items[window:]]
 
 
 def _absorb(groups: list[tuple[list[T], Chunk]], home: int) -> None:
-    """Make one group of groups[home] and every other group its grown text now reaches."""
+    """Make one group of groups[home] and every other group its text reaches, in the best one's place."""
     while True:
-        reach = [
-            (j, grown) for j, (_, span) in enumerate(groups) if j != home if (grown := joined(groups[home][1], span))
-        ]
-        if not reach:
+        spans = ((j, joined(groups[home][1], span)) for j, (_, span) in enumerate(groups) if j != home)
+        j, grown = next(((j, grown) for j, grown in spans if grown is not None), (None, None))
+        if j is None or grown is None:
             return
-        j, grown = reach[0]
         first, second = sorted((home, j))
         groups[first] = ([*groups[first][0], *groups[second][0]], grown)
         del groups[second]
