@@ -84,6 +84,11 @@ def _sentence_markers(text: str, start: int, stop: int) -> list[int]:
 
 def sentence_around(text: str, start: int, stop: int) -> str:
     """The sentence, or sentences, of `text` that text[start:stop] stands in (a line break ends one too)."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, start)]
     after = _SENTENCE_END.search(text, stop)
-    return text[ends[-1] if ends else 0 : after.start() if after else len(text)]
+    return text[last_sentence_end(text, start) : after.start() if after else len(text)]
+
+
+def last_sentence_end(text: str, stop: int) -> int:
+    """Where the last sentence or line of `text[:stop]` that has ended ends, with its break (0 when none has)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, stop)]
+    return ends[-1] if ends else 0

@@ -64,6 +64,7 @@ from app.copilot.code_spans import FENCE, INLINE, prose, prose_so_far
 from app.copilot.definitions import CONFIG_KEY
 from app.copilot.events import GroundingItem
 from app.copilot.markers import MARKER_GROUP
+from app.copilot.quotes import last_sentence_end
 from app.copilot.recite import MIN_RECITE_WORDS
 from app.copilot.specifics import SpecificsChecker
 
@@ -72,7 +73,6 @@ _ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what
 # the end of a streaming text that may still become (part of) a contact: a number with its
 # separators, or a last word that may be or become an email address
 _OPEN_TAIL = re.compile(r"(?:\+?\(?\d[\d .()-]*|[\w.+-]*(?:@[\w.-]*)?)\Z")
-_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
 _TAIL_WINDOW = 200  # characters searched for that tail; a longer one is held from the window's start
 WITHHELD = "The sources do not cover this: the drafted answer"  # how every notice starts
 # the placeholder the prompt's instruction writes its citations as ("... as [n]"): in an answer's prose it
@@ -307,7 +307,7 @@ class ContactGuard:
         self._text += delta
         end = _safe_end(self._text)
         if self._own_site:
-            end = _sentences_end(self._text, end)
+            end = last_sentence_end(self._text, end)
         return self._release(end, done=False)
 
     def flush(self) -> str:
@@ -328,12 +328,6 @@ class ContactGuard:
             return ""
         shown, self._released = self._text[self._released : end], end
         return shown
-
-
-def _sentences_end(text: str, end: int) -> int:
-    """Where the last whole sentence or line of `text[:end]` ends (0 when none has ended)."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text, 0, end)]
-    return ends[-1] if ends else 0
 
 
 def _safe_end(text: str) -> int:

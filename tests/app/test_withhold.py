@@ -204,7 +204,7 @@ def test_a_streamed_own_site_value_never_reaches_the_screen(chunk):
     answer = "[1] Restart gracefully. The approved maintenance window is 02:00 to 04:00 [2]. Tell the team."
     guard = ContactGuard(RESTARTS, WINDOW_QUESTION)
     shown = "".join(guard.feed(answer[i : i + chunk]) for i in range(0, len(answer), chunk))
-    assert shown == "[1] Restart gracefully." and not guard.notice  # whole sentences, up to the value's
+    assert shown == "[1] Restart gracefully. " and not guard.notice  # whole sentences, up to the value's
     assert guard.flush() == "" and guard.notice.startswith(WITHHELD) and not guard.tripped  # decided at the end
 
 
