@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache, partial
 from pathlib import Path
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from retrieval.loaders import Document
+from retrieval.loaders import Document, Entry
 
 SEPARATORS = ["\n\n", "\n", ". ", "; ", ", ", " ", ""]
 # Blocks of 256 K characters hold ~700 chunks: the seam (a chunk boundary without overlap) is rare,
@@ -58,11 +58,15 @@ class Chunk:
     title: str
     heading: str
     position: Position
+    # The term of the definition-list entry (a man page's option or command) whose description the
+    # chunk goes on with, when the chunk does not hold the term itself; "" elsewhere.
+    entry: str = ""
 
     @property
     def label(self) -> str:
-        """'title > heading', the context a reader (and the retrievers) see before the text."""
-        return " > ".join(p for p in (self.title, self.heading) if p)
+        """'title > heading', and the entry it continues, the context a reader (and the retrievers)
+        see before the text."""
+        return " > ".join(p for p in (self.title, self.heading, self.entry) if p)
 
     def indexed_text(self) -> str:
         """What the embedder and BM25 see: title and heading prepended to the text."""
@@ -74,7 +78,7 @@ class Chunk:
     @classmethod
     def from_dict(cls, row: dict) -> Chunk:
         fields = {k: row[k] for k in ("chunk_id", "text", "source", "title", "heading")}
-        return cls(**fields, position=Position(**row["position"]))
+        return cls(**fields, position=Position(**row["position"]), entry=row.get("entry", ""))
 
 
 def make_splitter(count_tokens: Callable[[str], int], params: ChunkParams) -> RecursiveCharacterTextSplitter:
@@ -113,12 +117,25 @@ def chunk_document(
         for block_start, block in blocks(body):
             for text, offset in split_with_offsets(splitter, block):
                 start = section.start + block_start + offset
-                chunk_id = _unique(chunk_hash(doc.source, section.heading, text), seen)
+                entry = continued_entry(doc.entries, start, start + len(text))
+                context = " > ".join(p for p in (section.heading, entry) if p)
+                chunk_id = _unique(chunk_hash(doc.source, context, text), seen)
                 position = Position(start, start + len(text), section.page)
-                chunks.append(Chunk(chunk_id, text, doc.source, doc.title, section.heading, position))
+                chunks.append(Chunk(chunk_id, text, doc.source, doc.title, section.heading, position, entry))
             if progress is not None:
                 progress(len(block))
     return chunks
+
+
+def continued_entry(entries: Sequence[Entry], start: int, end: int) -> str:
+    """The terms of the entries (outermost first) that the chunk text[start:end] goes on with, without
+    their term line, for at least half its length: scontrol's `reboot [ASAP] [nextstate=...]` for the
+    second chunk of what it does, which without it never names the command. A chunk that only opens
+    with an entry's last lines (the overlap with the chunk before) and goes on to others is not named
+    after it."""
+    return " > ".join(
+        e.term for e in entries if e.start < start < e.end and 2 * (min(e.end, end) - start) >= end - start
+    )
 
 
 def blocks(text: str, size: int = BLOCK_CHARS) -> Iterator[tuple[int, str]]:

@@ -43,6 +43,7 @@ class SpecragRetriever(BaseRetriever):
                     "source": hit.source,
                     "title": hit.title,
                     "heading": hit.heading,
+                    "entry": hit.entry,
                     "chunk_id": hit.chunk_id,
                     "score": float(hit.score),
                     "ranks": dict(hit.ranks),

@@ -12,7 +12,9 @@ import io
 import logging
 import re
 from collections.abc import Callable, Iterable
+from copy import deepcopy
 from dataclasses import dataclass
+from itertools import takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,12 +39,15 @@ KINDS = {
 # manuals keep their headings and the terms they define, see `_extract` and `_keep_headings_and_terms`;
 # 5: pages written as preformatted text keep their paragraphs, `_mark_code_paragraphs`; a term linked to
 # the first of several entries of its name is text too, and a permalink mark is dropped,
-# `_keep_headings_and_terms`).
-READER_REVISIONS = {"html": 5}
+# `_keep_headings_and_terms`; 6: definition-list entries are located, so a chunk that goes on with an
+# entry's description is labelled with its term, `_entries`).
+READER_REVISIONS = {"html": 6}
 DEFAULT_MAX_BYTES = 20 * 2**20
+MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
 SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
+_SPAN_MARK = re.compile(r"\u27e6specrag-([tu])(\d+)\u27e7")  # where an entry starts and ends
 _ENTRY = "\u27e6specrag-dt\u27e7"
 _ENTRY_LINE = re.compile(r"^(.*?)" + _ENTRY, re.M)
 _BLANK = "\u27e6specrag-blank\u27e7"  # a line of its own where a blank line must survive rendering
@@ -65,12 +70,23 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Entry:
+    """A definition-list entry (a man page's option or command): its term, and where the entry's
+    text starts (the term's line) and ends (its description's last character)."""
+
+    term: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class Document:
     source: str
     title: str
     text: str
     sections: tuple[Section, ...]
     kind: str
+    entries: tuple[Entry, ...] = ()
 
     def section_text(self, section: Section) -> str:
         return self.text[section.start : section.end]
@@ -178,12 +194,12 @@ def read_html(path: Path, data: bytes) -> Document:
     extracted, unrecovered = _extract(data)
     if not extracted or not (extracted.text or "").strip():
         raise SkipFile("no main text found in the HTML")
-    text, headings = _render_with_headings(extracted.body)
+    text, headings, entries = _render_with_headings(extracted.body)
     title = next((h.title for h in headings if h.level == 1), None)
     if unrecovered is not None:  # its recovered headings are chapters ("Summary"): titled by the first reading
         title, extracted = _first_h1(unrecovered), unrecovered
     title = title or (extracted.title or "").strip() or path.stem
-    return Document(str(path), title, text, sections_from_headings(text, headings, title), "html")
+    return Document(str(path), title, text, sections_from_headings(text, headings, title), "html", entries)
 
 
 def _extract(data: bytes) -> tuple[TrafilaturaDocument | None, TrafilaturaDocument | None]:
@@ -331,21 +347,17 @@ def _walk(tree: HtmlElement) -> Iterable[tuple[str, HtmlElement]]:
     return ((event, el) for event, el in etree.iterwalk(tree, events=("start", "end")) if isinstance(el.tag, str))
 
 
-def _render_with_headings(body) -> tuple[str, list[Heading]]:
-    """Render trafilatura's XML to plain text, noting where each <head> landed.
+def _render_with_headings(body) -> tuple[str, list[Heading], tuple[Entry, ...]]:
+    """Render trafilatura's XML to plain text, noting where each <head> and definition-list entry landed.
 
-    Each heading gets a unique marker before rendering; the markers' positions in the
-    rendered text are the heading offsets, then the markers are removed.
+    Each heading gets a unique marker before rendering; the markers' positions in the rendered
+    text are the heading offsets, then the markers are removed.
     """
-    from trafilatura.xml import xmltotxt
-
+    unmarked = deepcopy(body)
     heads = list(body.iter("head"))
     for i, head in enumerate(heads):
         head.text = f"\u27e6specrag-h{i}\u27e7{head.text or ''}"
-    _mark_entries(body)
-    _mark_code_paragraphs(body)
-    marked = _ENTRY_LINE.sub(lambda m: "\n" + m.group(1), xmltotxt(body, include_formatting=False))
-    marked = _RUN_OF_BLANKS.sub("\n\n", marked).removeprefix(_BLANK + "\n")
+    marked = _render(body)
     text = _MARK.sub("", marked)
     headings, removed = [], 0
     for match in _MARK.finditer(marked):
@@ -357,7 +369,45 @@ def _render_with_headings(body) -> tuple[str, list[Heading]]:
         if title:
             level = _level(heads[int(match.group(1))].get("rend"))
             headings.append(Heading(level, title, start, min(line_end + 1, len(text))))
-    return text, headings
+    return text, headings, _entries(unmarked, text)
+
+
+def _render(body) -> str:
+    from trafilatura.xml import xmltotxt
+
+    _mark_entries(body)
+    _mark_code_paragraphs(body)
+    marked = _ENTRY_LINE.sub(lambda m: "\n" + m.group(1), xmltotxt(body, include_formatting=False))
+    return _RUN_OF_BLANKS.sub("\n\n", marked).removeprefix(_BLANK + "\n")
+
+
+def _entries(body, text: str) -> tuple[Entry, ...]:
+    """The definition-list entries of `text`, the rendering of `body`.
+
+    `body` is rendered again with a mark at each entry's first term and after its last
+    description. A mark can move a line break (trafilatura breaks lines by what an element's text
+    holds), so each is placed in `text` by the number of non-space characters before it.
+    """
+    terms = _mark_entry_spans(body)
+    marked = _render(body)
+    if not terms or "".join(_SPAN_MARK.sub("", marked).split()) != "".join(text.split()):
+        return ()
+    starts, ends = {}, {}
+    letters, cursor, count, place = re.finditer(r"\S", text), 0, 0, len(text)
+    for match in _SPAN_MARK.finditer(marked):
+        wanted = count + len("".join(marked[cursor : match.start()].split()))
+        while count < wanted:  # `place` ends up just after the wanted-th non-space character of text
+            place, count = next(letters).end(), count + 1
+        cursor = match.end()
+        number = int(match.group(2))
+        if match.group(1) == "t":  # the term's line from its list mark, where a chunk holding it starts
+            following = re.compile(r"\S").search(text, place if count else 0)
+            line = text.rfind("\n", 0, following.start() if following else len(text)) + 1
+            starts[number] = re.compile(r"[ \t]*").match(text, line).end()
+        else:
+            ends[number] = place if count else 0
+    entries = (Entry(term, starts[i], ends[i]) for i, term in enumerate(terms) if i in starts and i in ends)
+    return tuple(sorted((e for e in entries if e.start < e.end), key=lambda e: e.start))
 
 
 def _mark_entries(body) -> None:
@@ -374,6 +424,27 @@ def _mark_entries(body) -> None:
         previous = item.getprevious()
         if _is_term(item) and previous is not None and not _is_term(previous):
             item.text = _ENTRY + (item.text or "")
+
+
+def _mark_entry_spans(body) -> list[str]:
+    """Mark where each definition-list entry starts (its first term) and ends (its last description);
+    return the entries' terms ("-A, --account=<account>"; several terms of one entry joined by ", ")."""
+    terms: list[str] = []
+    for parent in dict.fromkeys(item.getparent() for item in body.iter("item") if _is_term(item)):
+        items = list(parent.iterchildren("item"))
+        for i, item in enumerate(items):
+            if not _is_term(item) or (i and _is_term(items[i - 1])):
+                continue
+            run = list(takewhile(_is_term, items[i:]))
+            descriptions = list(takewhile(lambda it: not _is_term(it), items[i + len(run) :]))
+            term = ", ".join(" ".join("".join(t.itertext()).split()) for t in run)
+            if not descriptions or not term:
+                continue
+            number = len(terms)
+            terms.append(term if len(term) <= MAX_TERM_CHARS else term[: MAX_TERM_CHARS - 1] + "\u2026")
+            run[0].text = f"\u27e6specrag-t{number}\u27e7{run[0].text or ''}"
+            _append_to_last_text(descriptions[-1], f"\u27e6specrag-u{number}\u27e7", before_space=True)
+    return terms
 
 
 def _mark_code_paragraphs(body) -> None:
@@ -402,14 +473,18 @@ def _mark_code_paragraphs(body) -> None:
         _append_to_last_text(code, f"\n{_BLANK}")
 
 
-def _append_to_last_text(element, text: str) -> None:
-    """Add text after the last character of element's content (not its tail)."""
+def _append_to_last_text(element, text: str, before_space: bool = False) -> None:
+    """Add text after the last character of element's content (not its tail), in place of its
+    last line breaks, or, with `before_space`, before its trailing white space."""
     while len(element) and not element[-1].tail:
         element = element[-1]
-    if len(element):
-        element[-1].tail = element[-1].tail.rstrip("\n") + text
+    holder, field = (element[-1], "tail") if len(element) else (element, "text")
+    content = getattr(holder, field) or ""
+    if before_space:
+        body = content.rstrip()
+        setattr(holder, field, body + text + content[len(body) :])
     else:
-        element.text = (element.text or "").rstrip("\n") + text
+        setattr(holder, field, content.rstrip("\n") + text)
 
 
 def _is_term(item) -> bool:

@@ -119,6 +119,7 @@ def source_list(passages: Sequence[Passage], citations: Citations) -> list[dict[
             "number": p.number,
             "title": p.title,
             "heading": p.heading,
+            "entry": p.entry,
             "path": p.source,
             "score": p.score,
             "cited": p.number in cited,

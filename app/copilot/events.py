@@ -27,6 +27,7 @@ class Passage:
     score: float | None = None  # fused retrieval score; None for given passages
     chunk_id: str = ""
     similarity: float | None = None  # dense cosine to the query, what the relevance gate reads
+    entry: str = ""  # the definition-list term the passage goes on with (retrieval/chunking.py's Chunk.entry)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

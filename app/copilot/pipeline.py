@@ -223,6 +223,7 @@ class Copilot:
                 round(float(h.score), 6),
                 h.chunk_id,
                 _dense(h),
+                getattr(h, "entry", ""),
             )
             for i, h in enumerate(hits)
         ]

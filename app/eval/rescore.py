@@ -82,7 +82,14 @@ def _passage(source: dict[str, Any], chunk_text: Callable[[str], str | None], ro
             "rescore against the index the eval ran on"
         )
     return Passage(
-        source["rank"], text, source["path"], source["title"], source["heading"], source["score"], source["chunk_id"]
+        source["rank"],
+        text,
+        source["path"],
+        source["title"],
+        source["heading"],
+        source["score"],
+        source["chunk_id"],
+        entry=source.get("entry", ""),
     )
 
 

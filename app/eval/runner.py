@@ -61,6 +61,7 @@ def retrieve(copilot: Copilot, question: Question, k: int) -> tuple[list[Passage
             "path": p.source,
             "title": p.title,
             "heading": p.heading,
+            "entry": p.entry,
             "score": p.score,
             "chunk_id": p.chunk_id,
             "gold": any(metrics.source_matches(p.source, g) for g in gold),

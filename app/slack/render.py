@@ -119,7 +119,7 @@ def footer(final: Final, markdown: bool = False) -> str:
     paths = shown_paths(final.sources)
     for source in final.sources:
         title = escape(source["title"] or source["path"])
-        heading = f" › {escape(source['heading'])}" if source["heading"] else ""
+        heading = "".join(f" › {escape(source[k])}" for k in ("heading", "entry") if source.get(k))
         lines.append(f"{source['number']}. {title}{heading} — {code}{escape(paths[source['number']])}{code}")
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")

@@ -43,6 +43,14 @@ def test_messages_number_the_passages_before_the_question():
     assert user.endswith("Question: How do I drain a node?\n" + REMINDER)
 
 
+def test_a_passage_that_goes_on_with_an_entry_is_shown_under_its_term():
+    passage = Passage(1, "Reboot the nodes when they become idle.", "/d/scontrol.html", "scontrol", "COMMANDS")
+    entry = Passage(1, passage.text, passage.source, "scontrol", "COMMANDS", entry="reboot [ASAP] {ALL|<NodeList>}")
+    assert "Source 1 (scontrol › COMMANDS):\nReboot" in build_messages("q", [passage])[-1]["content"]
+    user = build_messages("q", [entry])[-1]["content"]
+    assert "Source 1 (scontrol › COMMANDS › reboot [ASAP] {ALL|<NodeList>}):\nReboot" in user
+
+
 def test_demonstration_declines_first_then_answers_opening_with_its_source_and_a_verbatim_command():
     declined, answered = DEMONSTRATION[1]["content"], DEMONSTRATION[3]["content"]
     assert declined.startswith("The sources do not cover this.") and "[1]" in declined

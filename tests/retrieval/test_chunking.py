@@ -90,3 +90,86 @@ def test_indexed_text_prepends_title_and_heading_and_round_trips():
 def test_bad_params_are_rejected():
     with pytest.raises(ValueError):
         ChunkParams(chunk_tokens=100, overlap_tokens=60)
+
+
+def test_a_chunk_that_goes_on_with_an_entry_is_labelled_with_its_term(tmp_path):
+    from tests.retrieval.test_loaders import _long_entry_page
+
+    path = tmp_path / "scontrol.html"
+    path.write_text(_long_entry_page())
+    doc = load_document(path)
+    chunks = chunk_document(doc, make_splitter(words, ChunkParams(chunk_tokens=60, overlap_tokens=0)))
+    term = "reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|<NodeList>}"
+    holding = [c for c in chunks if "- reboot [ASAP]" in c.text]
+    going_on = [c for c in chunks if "Sentence 25 says" in c.text]
+    assert len(holding) == 1 and holding[0].entry == ""  # it holds the term itself
+    assert going_on and all(c.entry == term for c in going_on)
+    assert going_on[0].label == f"scontrol > COMMANDS > {term}"
+    assert going_on[0].indexed_text().startswith(f"scontrol > COMMANDS > {term}\n\n")  # what is embedded
+    nested = next(c for c in chunks if "stays down after rebooting" in c.text)
+    assert "- DOWN" not in nested.text
+    assert nested.entry == f"{term} > DOWN"  # inside a nested entry: both terms, outermost first
+    after = [c for c in chunks if c.text.startswith("Prose sentence")]
+    assert after and all(c.entry == "" for c in after)  # prose after the list continues no entry
+    assert next(c for c in chunks if c.text.startswith("- ping")).entry == ""
+
+
+def test_the_entry_is_part_of_a_chunks_id_and_older_rows_read_without_one():
+    doc = long_doc()
+    splitter = make_splitter(words, ChunkParams(60, 0))
+    plain = chunk_document(doc, splitter)
+    from retrieval.loaders import Entry
+
+    body = next(s for s in doc.sections if s.heading == "Body")
+    with_entry = chunk_document(
+        Document(
+            doc.source, doc.title, doc.text, doc.sections, doc.kind, (Entry("Param=<x>", body.start, len(doc.text)),)
+        ),
+        splitter,
+    )
+    assert [c.text for c in plain] == [c.text for c in with_entry]
+    changed = [(a, b) for a, b in zip(plain, with_entry, strict=True) if a.chunk_id != b.chunk_id]
+    assert changed and all(b.entry == "Param=<x>" for _, b in changed)  # re-embedded with their new label
+    assert all(a.chunk_id == b.chunk_id for a, b in zip(plain, with_entry, strict=True) if not b.entry)
+    row = with_entry[-1].to_dict()
+    assert Chunk.from_dict(row) == with_entry[-1]
+    del row["entry"]
+    assert Chunk.from_dict(row).entry == ""
+
+
+def test_a_chunk_that_only_opens_with_an_entrys_last_lines_is_not_named_after_it():
+    from retrieval.loaders import Entry
+
+    closing = "A closing paragraph of Alpha."
+    text = (
+        "- Alpha=<x>\n- "
+        + " ".join(f"Alpha sentence {i} of its long description." for i in range(24))
+        + f"\n\n{closing}\n\n- Beta\n- Beta does one thing.\n\n- Gamma\n- Gamma does another thing."
+    )
+    alpha_end = text.index(closing) + len(closing)
+    beta = text.index("- Beta")
+    entries = (Entry("Alpha=<x>", 0, alpha_end), Entry("Beta", beta, text.index("\n\n- Gamma")))
+    doc = Document("/d/slurm.conf.html", "slurm.conf", text, (Section("PARAMETERS", 0, len(text)),), "html", entries)
+    chunks = chunk_document(doc, make_splitter(words, ChunkParams(chunk_tokens=60, overlap_tokens=0)))
+    inside = [c for c in chunks if c.text.startswith("Alpha sentence")]
+    assert inside and all(c.entry == "Alpha=<x>" for c in inside)  # wholly Alpha's description
+    tail = next(c for c in chunks if c.text.startswith(closing))
+    assert "- Beta" in tail.text and "- Gamma" in tail.text
+    assert tail.entry == ""  # Alpha's last line, then two other entries: not named after Alpha
+
+
+def test_an_indented_entry_starts_at_its_list_mark(tmp_path):
+    """Nested lists are indented: a chunk that starts on the nested term's list mark holds the term."""
+    fields = "".join(
+        f"<DT>Field{i}<DD>What field {i} reports about the job step, in a dozen words.\n" for i in range(30)
+    )
+    page = f"<html><body><h1>sstat</h1><h2>OPTIONS</h2><DL><DT>--format<DD>Fields:<DL>{fields}</DL></DL></body></html>"
+    path = tmp_path / "sstat.html"
+    path.write_text(page)
+    doc = load_document(path)
+    field = next(e for e in doc.entries if e.term == "Field7")
+    assert doc.text[field.start :].startswith("- Field7")
+    chunks = chunk_document(doc, make_splitter(words, ChunkParams(chunk_tokens=40, overlap_tokens=0)))
+    on_a_term = [c for c in chunks if c.text.startswith("- Field")]
+    assert len(on_a_term) > 3
+    assert all(c.entry in ("", "--format") for c in on_a_term), [c.entry for c in on_a_term]

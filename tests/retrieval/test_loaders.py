@@ -342,3 +342,59 @@ def test_html_terms_linked_to_themselves_become_text_and_a_table_of_contents_sta
     heading = next(h for h in tree.iter("h1") if h.get("id") == "chapter-1")
     assert heading.getparent().get("class") == "col-lg-12"  # out of its page-header wrapper
     assert heading.text_content() == "1. Chapter about topic 1"
+
+
+def _long_entry_page() -> str:
+    """A man page's definition list: a short entry, a command whose description runs to several
+    paragraphs (one with a nested list of its own values), a short entry, then prose after the list."""
+    long = " ".join(f"Sentence {i} says what the reboot command does to the nodes." for i in range(30))
+    down = " ".join(f"Down sentence {i} says why a node might stay down." for i in range(12))
+    after = " ".join(f"Prose sentence {i} follows the list." for i in range(12))
+    return (
+        "<html><body><h1>scontrol</h1><h2>COMMANDS</h2><DL COMPACT>"
+        "<DT>ping<DD>Ping the primary and secondary controllers.\n"
+        "<DT>reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|&lt;NodeList&gt;}"
+        f"<DD><P>{long}</P><P>Values of nextstate:</P>"
+        "<DL><DT>RESUME<DD>The node resumes as normal once it registers again.\n"
+        f"<DT>DOWN<DD><P>{down}</P><P>The node stays down after rebooting.</P>\n</DL>\n"
+        "<DT>reconfigure<DD>Re-read the configuration file.\n"
+        f"</DL><P>Everything above runs as root. {after}</P></body></html>"
+    )
+
+
+def test_html_definition_list_entries_are_located_with_their_terms(tmp_path):
+    from retrieval.loaders import Entry
+
+    path = tmp_path / "scontrol.html"
+    path.write_text(_long_entry_page())
+    doc = load_document(path)
+    by_term = {e.term: e for e in doc.entries}
+    assert list(by_term) == [
+        "ping",
+        "reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|<NodeList>}",
+        "RESUME",
+        "DOWN",
+        "reconfigure",
+    ]
+    assert all(isinstance(e, Entry) for e in doc.entries)
+    reboot = by_term["reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|<NodeList>}"]
+    assert doc.text[reboot.start :].startswith("- reboot [ASAP]")  # from the term's line, list mark included
+    assert doc.text[: reboot.end].endswith("The node stays down after rebooting.")  # to its last description
+    ping = by_term["ping"]
+    assert doc.text[ping.start : ping.end] == "- ping\n- Ping the primary and secondary controllers."
+    resume = by_term["RESUME"]
+    assert reboot.start < resume.start < resume.end < reboot.end  # nested inside the command's entry
+    assert "Everything above runs as root." not in doc.text[: max(e.end for e in doc.entries)]
+    assert "\u27e6" not in doc.text  # no mark is left in the text
+
+
+def test_html_entries_do_not_change_the_text(tmp_path):
+    """Locating entries renders the page a second time with marks; the text the index holds is the
+    rendering without them, byte for byte, whatever line breaks the marks would have moved."""
+    from retrieval import loaders
+
+    path = tmp_path / "scontrol.html"
+    path.write_text(_long_entry_page())
+    doc = load_document(path)
+    extracted, _ = loaders._extract(path.read_bytes())
+    assert doc.text == loaders._render(extracted.body)
