@@ -64,6 +64,8 @@ def test_sources_show_title_heading_path_score_and_the_chunk_on_expand():
     assert "<details" in html and "Slurm controller" in html and "› Restart" in html
     assert "runbooks/slurm.md · score 0.500" in html and "cited, 12 tokens copied" in html
     assert "&lt;now&gt;" in html and "munge.md" in html
+    entry = render.sources_html([{**SOURCES[0], "entry": "reboot [ASAP] {ALL|<NodeList>}"}])
+    assert "<b>Slurm controller</b> › Restart › reboot [ASAP] {ALL|&lt;NodeList&gt;} <span" in entry
 
 
 def test_status_messages_carry_gradio_thought_metadata():

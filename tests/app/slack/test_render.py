@@ -150,6 +150,15 @@ def test_the_footers_notes_escape_what_they_quote_from_the_sources_once():
     assert "<job" not in footer and "&amp;lt;" not in footer  # Slack's control characters escaped, and only once
 
 
+def test_the_footers_sources_name_the_entry_a_passage_goes_on_with():
+    from app.copilot.events import Passage
+    from app.copilot.pipeline import final_from_text
+
+    passage = Passage(1, "Reboot them when idle.", "s.html", "scontrol", "COMMANDS", entry="reboot {ALL|<NodeList>}")
+    footer = render.footer(final_from_text("How do I reboot?", [passage], "[1] Reboot them when idle.", "eos"))
+    assert "1. scontrol › COMMANDS › reboot {ALL|&lt;NodeList&gt;} — `s.html`" in footer
+
+
 def test_the_footer_warns_of_a_spliced_sentence_and_names_a_neighbours_description():
     from app.copilot.events import Passage
     from app.copilot.pipeline import final_from_text
