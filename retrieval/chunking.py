@@ -115,7 +115,8 @@ def chunk_document(
     for section in doc.sections:
         body = doc.section_text(section)
         for block_start, block in blocks(body):
-            for text, offset in split_with_offsets(splitter, block):
+            pieces = split_with_offsets(splitter, block)
+            for text, offset in with_terms_joined(pieces, block, section.start + block_start, doc.entries):
                 start = section.start + block_start + offset
                 entry = continued_entry(doc.entries, start, start + len(text))
                 context = " > ".join(p for p in (section.heading, entry) if p)
@@ -125,6 +126,31 @@ def chunk_document(
             if progress is not None:
                 progress(len(block))
     return chunks
+
+
+def with_terms_joined(
+    pieces: list[tuple[str, int]], block: str, block_start: int, entries: Sequence[Entry]
+) -> list[tuple[str, int]]:
+    """`pieces` of `block` (text, offset), with a piece that holds nothing but an entry's term line(s)
+    joined to the next one when that goes on with the entry's description: the splitter cuts a long
+    entry's term from its description (`- reboot [ASAP] [nextstate=...]` alone, 76 characters), and the
+    term then stood as a chunk that answers nothing, beside a description that never named it."""
+    out: list[tuple[str, int]] = []
+    i = 0
+    while i < len(pieces):
+        text, offset = pieces[i]
+        start, end = block_start + offset, block_start + offset + len(text)
+        if i + 1 < len(pieces) and any(
+            e.start == start and e.body is not None and end <= e.body and block_start + pieces[i + 1][1] < e.end
+            for e in entries
+        ):
+            following, at = pieces[i + 1]
+            out.append((block[offset : max(at + len(following), offset + len(text))], offset))
+            i += 2
+            continue
+        out.append((text, offset))
+        i += 1
+    return out
 
 
 def continued_entry(entries: Sequence[Entry], start: int, end: int) -> str:

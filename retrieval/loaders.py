@@ -40,14 +40,15 @@ KINDS = {
 # 5: pages written as preformatted text keep their paragraphs, `_mark_code_paragraphs`; a term linked to
 # the first of several entries of its name is text too, and a permalink mark is dropped,
 # `_keep_headings_and_terms`; 6: definition-list entries are located, so a chunk that goes on with an
-# entry's description is labelled with its term, `_entries`).
-READER_REVISIONS = {"html": 6}
+# entry's description is labelled with its term, `_entries`; 7: where an entry's description starts, so
+# a chunk of nothing but its term joins the next, `chunking.with_terms_joined`).
+READER_REVISIONS = {"html": 7}
 DEFAULT_MAX_BYTES = 20 * 2**20
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
 SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
-_SPAN_MARK = re.compile(r"\u27e6specrag-([tu])(\d+)\u27e7")  # where an entry starts and ends
+_SPAN_MARK = re.compile(r"\u27e6specrag-([tdu])(\d+)\u27e7")  # where an entry, its description start and end
 _ENTRY = "\u27e6specrag-dt\u27e7"
 _ENTRY_LINE = re.compile(r"^(.*?)" + _ENTRY, re.M)
 _BLANK = "\u27e6specrag-blank\u27e7"  # a line of its own where a blank line must survive rendering
@@ -72,11 +73,13 @@ class Section:
 @dataclass(frozen=True)
 class Entry:
     """A definition-list entry (a man page's option or command): its term, and where the entry's
-    text starts (the term's line) and ends (its description's last character)."""
+    text starts (the term's line), where its description starts (None when not located) and where
+    it ends (its description's last character)."""
 
     term: str
     start: int
     end: int
+    body: int | None = None
 
 
 @dataclass(frozen=True)
@@ -392,7 +395,7 @@ def _entries(body, text: str) -> tuple[Entry, ...]:
     marked = _render(body)
     if not terms or "".join(_SPAN_MARK.sub("", marked).split()) != "".join(text.split()):
         return ()
-    starts, ends = {}, {}
+    starts, bodies, ends = {}, {}, {}
     letters, cursor, count, place = re.finditer(r"\S", text), 0, 0, len(text)
     for match in _SPAN_MARK.finditer(marked):
         wanted = count + len("".join(marked[cursor : match.start()].split()))
@@ -400,13 +403,15 @@ def _entries(body, text: str) -> tuple[Entry, ...]:
             place, count = next(letters).end(), count + 1
         cursor = match.end()
         number = int(match.group(2))
-        if match.group(1) == "t":  # the term's line from its list mark, where a chunk holding it starts
+        if match.group(1) in "td":  # the line from its list mark, where a chunk holding it starts
             following = re.compile(r"\S").search(text, place if count else 0)
             line = text.rfind("\n", 0, following.start() if following else len(text)) + 1
-            starts[number] = re.compile(r"[ \t]*").match(text, line).end()
+            (starts if match.group(1) == "t" else bodies)[number] = re.compile(r"[ \t]*").match(text, line).end()
         else:
             ends[number] = place if count else 0
-    entries = (Entry(term, starts[i], ends[i]) for i, term in enumerate(terms) if i in starts and i in ends)
+    entries = (
+        Entry(term, starts[i], ends[i], bodies.get(i)) for i, term in enumerate(terms) if i in starts and i in ends
+    )
     return tuple(sorted((e for e in entries if e.start < e.end), key=lambda e: e.start))
 
 
@@ -427,7 +432,8 @@ def _mark_entries(body) -> None:
 
 
 def _mark_entry_spans(body) -> list[str]:
-    """Mark where each definition-list entry starts (its first term) and ends (its last description);
+    """Mark where each definition-list entry starts (its first term), where its description starts and
+    where it ends (its last description);
     return the entries' terms ("-A, --account=<account>"; several terms of one entry joined by ", ")."""
     terms: list[str] = []
     for parent in dict.fromkeys(item.getparent() for item in body.iter("item") if _is_term(item)):
@@ -443,6 +449,14 @@ def _mark_entry_spans(body) -> list[str]:
             number = len(terms)
             terms.append(term if len(term) <= MAX_TERM_CHARS else term[: MAX_TERM_CHARS - 1] + "\u2026")
             run[0].text = f"\u27e6specrag-t{number}\u27e7{run[0].text or ''}"
+            # at the description's first text: a mark in an empty item (`<dd><p>...`) would render its list mark
+            first = next((el for el in descriptions[0].iter() if (el.text or "").strip()), None)
+            if (
+                first is not None
+                and not any(_is_term(up) for up in first.iterancestors("item"))
+                and not (first.tag == "item" and _is_term(first))
+            ):  # not a nested entry's term: that entry's own
+                first.text = f"\u27e6specrag-d{number}\u27e7{first.text}"
             _append_to_last_text(descriptions[-1], f"\u27e6specrag-u{number}\u27e7", before_space=True)
     return terms
 

@@ -173,3 +173,21 @@ def test_an_indented_entry_starts_at_its_list_mark(tmp_path):
     on_a_term = [c for c in chunks if c.text.startswith("- Field")]
     assert len(on_a_term) > 3
     assert all(c.entry in ("", "--format") for c in on_a_term), [c.entry for c in on_a_term]
+
+
+def test_an_entrys_term_is_not_left_alone_in_a_chunk(tmp_path):
+    """The splitter cuts a long entry's term line from its description; the term joins the chunk after it."""
+    from retrieval.chunking import split_with_offsets
+    from tests.retrieval.test_loaders import _long_entry_page
+
+    path = tmp_path / "scontrol.html"
+    path.write_text(_long_entry_page())
+    doc = load_document(path)
+    splitter = make_splitter(words, ChunkParams(chunk_tokens=60, overlap_tokens=0))
+    term_line = "- reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|<NodeList>}"
+    assert any(text.strip() == term_line for text, _ in split_with_offsets(splitter, doc.text))  # the cut
+    chunks = chunk_document(doc, splitter)
+    holding = next(c for c in chunks if term_line in c.text)
+    assert holding.text.startswith(term_line) and "Sentence 0 says" in holding.text and holding.entry == ""
+    assert doc.text[holding.position.start : holding.position.end] == holding.text
+    assert not any(c.text.strip() == term_line for c in chunks)

@@ -378,9 +378,11 @@ def test_html_definition_list_entries_are_located_with_their_terms(tmp_path):
     ]
     assert all(isinstance(e, Entry) for e in doc.entries)
     reboot = by_term["reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|<NodeList>}"]
+    ping = by_term["ping"]
     assert doc.text[reboot.start :].startswith("- reboot [ASAP]")  # from the term's line, list mark included
     assert doc.text[: reboot.end].endswith("The node stays down after rebooting.")  # to its last description
-    ping = by_term["ping"]
+    assert "Sentence 0 says" in doc.text[reboot.body : reboot.body + 20]  # where its description starts
+    assert ping.body is not None and doc.text[ping.body :].startswith("- Ping the primary")
     assert doc.text[ping.start : ping.end] == "- ping\n- Ping the primary and secondary controllers."
     resume = by_term["RESUME"]
     assert reboot.start < resume.start < resume.end < reboot.end  # nested inside the command's entry
@@ -398,3 +400,15 @@ def test_html_entries_do_not_change_the_text(tmp_path):
     doc = load_document(path)
     extracted, _ = loaders._extract(path.read_bytes())
     assert doc.text == loaders._render(extracted.body)
+
+
+def test_html_entries_are_located_when_a_description_is_only_a_nested_list(tmp_path):
+    """A mark in an empty description would render its list mark: the page then lost every entry."""
+    nested = "".join(f"<DT>Field{i}<DD>What field {i} reports.\n" for i in range(3))
+    page = f"<html><body><h1>scontrol</h1><h2>NODES</h2><DL><DT>Energy<DD><DL>{nested}</DL><DT>Next<DD>Done.</DL>"
+    path = tmp_path / "scontrol.html"
+    path.write_text(page + "</body></html>")
+    doc = load_document(path)
+    by_term = {e.term: e for e in doc.entries}
+    assert set(by_term) == {"Energy", "Field0", "Field1", "Field2", "Next"}
+    assert by_term["Energy"].body is None and by_term["Field1"].body is not None
