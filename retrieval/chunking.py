@@ -69,7 +69,7 @@ class Chunk:
         return " > ".join(p for p in (self.title, self.heading, self.entry) if p)
 
     def indexed_text(self) -> str:
-        """What the embedder and BM25 see: title and heading prepended to the text."""
+        """What the embedder and BM25 see: the label (title, heading, entry) prepended to the text."""
         return f"{self.label}\n\n{self.text}" if self.label else self.text
 
     def to_dict(self) -> dict:
@@ -135,15 +135,14 @@ def with_terms_joined(
     joined to the next one when that goes on with the entry's description: the splitter cuts a long
     entry's term from its description (`- reboot [ASAP] [nextstate=...]` alone, 76 characters), and the
     term then stood as a chunk that answers nothing, beside a description that never named it."""
+    by_start = {e.start: e for e in entries if e.body is not None}
     out: list[tuple[str, int]] = []
     i = 0
     while i < len(pieces):
         text, offset = pieces[i]
         start, end = block_start + offset, block_start + offset + len(text)
-        if i + 1 < len(pieces) and any(
-            e.start == start and e.body is not None and end <= e.body and block_start + pieces[i + 1][1] < e.end
-            for e in entries
-        ):
+        entry = by_start.get(start)
+        if entry and i + 1 < len(pieces) and end <= entry.body and block_start + pieces[i + 1][1] < entry.end:
             following, at = pieces[i + 1]
             out.append((block[offset : max(at + len(following), offset + len(text))], offset))
             i += 2

@@ -49,6 +49,8 @@ SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
 _SPAN_MARK = re.compile(r"\u27e6specrag-([tdu])(\d+)\u27e7")  # where an entry, its description start and end
+_NON_SPACE = re.compile(r"\S")
+_INDENT = re.compile(r"[ \t]*")
 _ENTRY = "\u27e6specrag-dt\u27e7"
 _ENTRY_LINE = re.compile(r"^(.*?)" + _ENTRY, re.M)
 _BLANK = "\u27e6specrag-blank\u27e7"  # a line of its own where a blank line must survive rendering
@@ -392,11 +394,13 @@ def _entries(body, text: str) -> tuple[Entry, ...]:
     holds), so each is placed in `text` by the number of non-space characters before it.
     """
     terms = _mark_entry_spans(body)
+    if not terms:  # no definition list: no second rendering
+        return ()
     marked = _render(body)
-    if not terms or "".join(_SPAN_MARK.sub("", marked).split()) != "".join(text.split()):
+    if "".join(_SPAN_MARK.sub("", marked).split()) != "".join(text.split()):
         return ()
     starts, bodies, ends = {}, {}, {}
-    letters, cursor, count, place = re.finditer(r"\S", text), 0, 0, len(text)
+    letters, cursor, count, place = _NON_SPACE.finditer(text), 0, 0, len(text)
     for match in _SPAN_MARK.finditer(marked):
         wanted = count + len("".join(marked[cursor : match.start()].split()))
         while count < wanted:  # `place` ends up just after the wanted-th non-space character of text
@@ -404,9 +408,9 @@ def _entries(body, text: str) -> tuple[Entry, ...]:
         cursor = match.end()
         number = int(match.group(2))
         if match.group(1) in "td":  # the line from its list mark, where a chunk holding it starts
-            following = re.compile(r"\S").search(text, place if count else 0)
+            following = _NON_SPACE.search(text, place if count else 0)
             line = text.rfind("\n", 0, following.start() if following else len(text)) + 1
-            (starts if match.group(1) == "t" else bodies)[number] = re.compile(r"[ \t]*").match(text, line).end()
+            (starts if match.group(1) == "t" else bodies)[number] = _INDENT.match(text, line).end()
         else:
             ends[number] = place if count else 0
     entries = (
@@ -451,11 +455,9 @@ def _mark_entry_spans(body) -> list[str]:
             run[0].text = f"\u27e6specrag-t{number}\u27e7{run[0].text or ''}"
             # at the description's first text: a mark in an empty item (`<dd><p>...`) would render its list mark
             first = next((el for el in descriptions[0].iter() if (el.text or "").strip()), None)
-            if (
-                first is not None
-                and not any(_is_term(up) for up in first.iterancestors("item"))
-                and not (first.tag == "item" and _is_term(first))
-            ):  # not a nested entry's term: that entry's own
+            if first is not None and not any(  # not in a nested entry's term: that is the nested entry's own
+                _is_term(item) for item in (first, *first.iterancestors("item")) if item.tag == "item"
+            ):
                 first.text = f"\u27e6specrag-d{number}\u27e7{first.text}"
             _append_to_last_text(descriptions[-1], f"\u27e6specrag-u{number}\u27e7", before_space=True)
     return terms
