@@ -20,7 +20,7 @@ from app.cli_options import add_answer_args, add_index_arg, add_model_args, copi
 from app.copilot import Copilot, CopilotOptions
 from app.eval.questions import read_questions
 from app.eval.report import summary_line, write_report
-from app.eval.results import ResultsFile
+from app.eval.results import RESULTS_NAME, ResultsFile
 from app.eval.runner import evaluate_question
 from core.atomic import write_atomic
 from core.errors import SpecragError
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, copilot_factory: Callable[[CopilotOptions, boo
             f"no questions to evaluate in {args.questions}: {why}; each line needs a JSON object "
             'with an "id" and a non-empty "question", e.g. {"id": "q1", "question": "How do I drain a node?"}'
         )
-    results = ResultsFile(args.out / "results.jsonl").open(args.resume)
+    results = ResultsFile(args.out / RESULTS_NAME).open(args.resume)
     if results.repaired:
         print(f"specrag: dropped a torn last line ({results.repaired} bytes) from {results.path}", file=sys.stderr)
     todo = [q for q in questions if q.id not in results.finished]

@@ -1,4 +1,4 @@
-"""The answer-quality bar of an eval run, per split: `python -m app.eval.bar DIR/results.jsonl [MORE ...]`.
+"""The answer-quality bar of an eval run, per split: `python -m app.eval.bar DIR [MORE ...]`.
 
 Rows are split as the gate calibration splits them (app/copilot/gate_calibration.split_of:
 a hash of the id), so figures on the held-out half are what new questions should give when
@@ -17,7 +17,6 @@ only the development half was used for tuning. Per split (and for all rows):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from app.copilot.gate_calibration import split_of
+from app.eval.results import read_results
 
 COMMAND_KINDS = ("code", "command", "option", "path")
 
@@ -126,10 +126,10 @@ def _fmt(value: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("results", nargs="+", type=Path)
+    parser = argparse.ArgumentParser(prog="python -m app.eval.bar", description=__doc__.split("\n")[0])
+    parser.add_argument("results", nargs="+", type=Path, help="an eval's --out directory or its results.jsonl")
     args = parser.parse_args(argv)
-    rows = [json.loads(line) for path in args.results for line in path.read_text().splitlines() if line.strip()]
+    rows = [row for path in args.results for row in read_results(path)]
     print(markdown(by_split(rows)))
     return 0
 

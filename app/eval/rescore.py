@@ -28,7 +28,7 @@ from typing import Any
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
 from app.eval.questions import Question, read_questions
-from app.eval.results import load_rows
+from app.eval.results import RESULTS_NAME, read_results
 from app.eval.runner import abstention_record, answer_record, content_scores
 from core.atomic import write_atomic
 from core.errors import SpecragError
@@ -110,15 +110,16 @@ def index_chunks(index_dir: Path) -> Callable[[str], str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.eval.rescore", description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path, help="a results.jsonl written by specrag eval")
+    parser.add_argument("results", type=Path, help="an eval's --out directory or its results.jsonl")
     parser.add_argument("--questions", type=Path, required=True, help="the questions file the eval ran on")
     parser.add_argument("--index", type=Path, required=True, help="the index the eval ran on")
     parser.add_argument("--out", type=Path, required=True, help="where to write the rescored rows (JSON lines)")
     args = parser.parse_args(argv)
     try:
-        if args.out.resolve() == args.results.resolve():
+        results = args.results / RESULTS_NAME if args.results.is_dir() else args.results
+        if args.out.resolve() == results.resolve():
             raise SpecragError("--out is the results file itself: write the rescored rows to a new file")
-        rows, _ = load_rows(args.results)
+        rows = read_results(args.results)
         questions = {q.id: q for q in read_questions(args.questions)[0]}
         rescored, kept = rescore_rows(rows, questions, index_chunks(args.index))
     except (SpecragError, OSError) as err:

@@ -49,6 +49,24 @@ class ResultsFile:
         self.rows.append(row)
 
 
+RESULTS_NAME = "results.jsonl"
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The finished rows of an eval run, given its results file or the run's directory (`--out`).
+
+    For the tools that read a run (`app.eval.bar`, `app.eval.rescore`): a torn last line, as a run
+    killed mid-write leaves it, is skipped and the file left as it is."""
+    file = path / RESULTS_NAME if path.is_dir() else path
+    try:
+        return load_rows(file)[0]
+    except FileNotFoundError:
+        where = f"{path} holds no {RESULTS_NAME}" if path.is_dir() else f"{path} does not exist"
+        raise SpecragError(f"{where}: give the directory an eval wrote (--out) or its {RESULTS_NAME}") from None
+    except OSError as err:
+        raise SpecragError(f"cannot read {file}: {err.strerror or err}") from None
+
+
 def load_rows(path: Path, repair: bool = False) -> tuple[list[dict[str, Any]], int]:
     """The complete rows of a results file (first of each id) and how many torn bytes were at its end.
 

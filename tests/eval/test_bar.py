@@ -1,6 +1,9 @@
 """The quality bar per split, from handwritten results rows."""
 
-from app.eval.bar import by_split
+import json
+
+from app.eval.bar import by_split, main
+from core.errors import run_reporting_errors
 
 
 def row(row_id, unanswerable=False, abstained=False, cited=(), kinds=None, keyword_recall=None, hit5=None):
@@ -93,3 +96,24 @@ def test_answers_telling_a_sources_sentence_of_another_setting_are_counted():
     swapped["answer"]["swapped"] = [["KillWait", "OverTimeLimit", 1, "configuration parameter may permit the job"]]
     bare["answer"]["swapped"] = []
     assert by_split([swapped, bare, old])["dev"]["swapped"] == 1
+
+
+def test_the_bar_reads_a_run_directory_and_skips_a_torn_last_line_without_touching_it(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    results = run / "results.jsonl"
+    whole = json.dumps(row("q1", cited=[1], keyword_recall=1.0, hit5=1.0))
+    torn = '{"id": "q2", "answer": {"text": "half wri'  # what a run killed mid-write leaves
+    results.write_text(whole + "\n" + torn)
+    assert main([str(run)]) == 0
+    assert "| all | 1 |" in capsys.readouterr().out
+    assert results.read_text().endswith(torn)  # a reader never repairs the file of a run that may resume
+    assert main([str(results), str(run)]) == 0  # the file itself works too; rows of each path are pooled
+    assert "| all | 2 |" in capsys.readouterr().out
+
+
+def test_a_missing_run_is_one_line_that_says_what_to_give(tmp_path, capsys):
+    assert run_reporting_errors("python -m app.eval.bar", lambda: main([str(tmp_path)])) == 2
+    assert "holds no results.jsonl: give the directory an eval wrote (--out)" in capsys.readouterr().err
+    assert run_reporting_errors("python -m app.eval.bar", lambda: main([str(tmp_path / "nope.jsonl")])) == 2
+    assert "nope.jsonl does not exist" in capsys.readouterr().err
