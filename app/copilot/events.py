@@ -81,6 +81,8 @@ class GroundingItem:
     cited: tuple[int, ...] = ()  # the markers of the sentence it stands in, () if that cites none
     tool: str = ""  # not '': a command of this tool, copied without it from its man page (subcommands.py)
     built_from: tuple[int, ...] = ()  # found, though no passage writes it: the passages whose pieces make it up
+    # found: (a source's example value, the question's own values) it kept in their place (example_values.py)
+    examples: tuple[tuple[str, str], ...] = ()
 
     @property
     def assembled(self) -> bool:
@@ -236,6 +238,11 @@ class Final:
     def assembled(self) -> list[GroundingItem]:
         """Found items that no source writes as such: put together from one source's words (grounding.py)."""
         return [item for item in self.grounding if item.assembled]
+
+    @property
+    def with_examples(self) -> list[GroundingItem]:
+        """Found items that keep a source's example value where the question named its own (477 for job 4711)."""
+        return [item for item in self.grounding if item.examples]
 
     @property
     def without_tool(self) -> list[GroundingItem]:

@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, options, without_fences
 from app.copilot.events import GroundingItem
+from app.copilot.example_values import example_values
 from app.copilot.nearest import nearest_in_sources
 from app.copilot.specifics import check_specifics
 
@@ -186,12 +187,18 @@ def _has_prefix(ordered: Sequence[str], prefix: str) -> bool:
 
 
 def check_grounding(
-    answer: str, passages: Sequence[str], question: str = "", numbers: Sequence[int] | None = None
+    answer: str,
+    passages: Sequence[str],
+    question: str = "",
+    numbers: Sequence[int] | None = None,
+    asked: str | None = None,
 ) -> list[GroundingItem]:
     """Every checkable item of `answer`: commands, options, paths and code in order of appearance, then specifics.
 
     The question counts as a source for specifics only (a user's own "2 hours" is not invented).
-    A command, code line or option not found carries the closest one a passage has (nearest.py);
+    A command, code line or option not found carries the closest one a passage has (nearest.py); one
+    found carries the sources' example values it kept where `asked` (the conversation's questions, by
+    default `question`) names the user's own (example_values.py).
     `numbers` are the passages' source numbers (default 1, 2, ...).
     """
     numbers = list(numbers) if numbers is not None else list(range(1, len(passages) + 1))
@@ -203,7 +210,10 @@ def check_grounding(
             found, adapted = sources.finds(kind, text)
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             unasked = sources.unasked_values(text) if adapted else ()
-            seen[text] = GroundingItem(text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked)
+            examples = example_values(text, sources.haystack, asked or question) if found else ()
+            seen[text] = GroundingItem(
+                text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked, examples=examples
+            )
     specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
     return [_placed(item, sources, numbers) for item in [*seen.values(), *specifics]]
 

@@ -521,11 +521,19 @@ class Copilot:
 CONTEXT_STEP = 256  # llama.cpp sizes a KV cache in steps of 256 cells
 
 
-def final_from_text(question: str, passages: Sequence[Passage], answer: str, finish: str, withheld: str = "") -> Final:
-    """The Final that `answer`, written for `question` over `passages` and ended for `finish`, gets from the
-    pipeline's checks, without a model: what `app.eval.rescore` scores saved answers with. Provenance is by
-    text alone (no drafter origins); `withheld`, a CitationGuard notice the answer was stopped with."""
-    prepared = _Prepared(question, [], [], list(passages), [], [], {})
+def final_from_text(
+    question: str,
+    passages: Sequence[Passage],
+    answer: str,
+    finish: str,
+    withheld: str = "",
+    history: Sequence[Turn] = (),
+) -> Final:
+    """The Final that `answer`, written for `question` (after the turns of `history`) over `passages` and ended
+    for `finish`, gets from the pipeline's checks, without a model: what `app.eval.rescore` scores saved answers
+    with. Provenance is by text alone (no drafter origins); `withheld`, a CitationGuard notice the answer was
+    stopped with."""
+    prepared = _Prepared(question, list(history), [], list(passages), [], [], {})
     added = quoted_source(answer, _texts(passages)) if withheld == UNCITED else None  # as CitationGuard decides
     notice = "" if added is not None else withheld
     return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, notice, added)
@@ -561,7 +569,8 @@ def _checked_final(
     numbers = [p.number for p in passages]
     # a left-out sentence's items are not the user's to check: they never see it
     checked_text = without_sentences(answer, [sentence for sentence, _ in left_out])
-    checked = with_tools(check_grounding(checked_text, read, prepared.question, numbers), passages, checked_text)
+    asked = " ".join([*(turn.question for turn in prepared.history), prepared.question])  # the user's values
+    checked = with_tools(check_grounding(checked_text, read, prepared.question, numbers, asked), passages, checked_text)
     texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)
     if added is not None:  # said like a moved marker: the front ends note it, the eval counts it

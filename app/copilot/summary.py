@@ -62,6 +62,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
     notes += [("note", adapted(item, code)) for item in final.adapted]
+    notes += [("warning", example_kept(item, code)) for item in final.with_examples]
     notes += [("note", run_under_tool(item, code)) for item in final.without_tool]
     notes += [("note", assembled(item, code)) for item in final.assembled]
     if final.citations.invalid:
@@ -80,6 +81,13 @@ def adapted(item: GroundingItem, code: Callable[[str], str]) -> str:
             f"give ({values}); check them"
         )
     return f"{code(item.text)} is a source's {item.kind} with your own values; check them"
+
+
+def example_kept(item: GroundingItem, code: Callable[[str], str]) -> str:
+    """A found item that keeps a source's example value where the question named the user's own
+    (example_values.py): it would act on the example's job, node or hour."""
+    kept = "; ".join(f"{code(theirs)} where your question gives {code(yours)}" for theirs, yours in item.examples)
+    return f"{code(item.text)} keeps the sources' example value {kept}: put yours in before running it"
 
 
 def definition(

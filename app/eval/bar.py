@@ -9,7 +9,8 @@ only the development half was used for tuning. Per split (and for all rows):
 - cited: share of non-abstaining answers with at least one valid [n] marker;
 - commands grounded: found / listed commands, options, paths and code items, pooled; of them,
   adapted (a source's command with the user's own values) and assembled (one source's words put
-  together, written so in no source);
+  together, written so in no source) and with examples (a source's example value kept where the
+  question names its own: example_values.py);
 - specifics flagged: names, numbers, contacts and quantities not found in the passages;
 - hit@5, MRR: means over answerable questions (retrieval).
 """
@@ -36,7 +37,7 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     answered = [r for r in ok if "answer" in r]
     speaking = [r for r in answered if not _abstained(r)]
     found, listed, adapted, flagged, attributed, misattributed = 0, 0, 0, 0, 0, 0
-    quotes, misquoted, recited, assembled = 0, 0, 0, 0
+    quotes, misquoted, recited, assembled, examples = 0, 0, 0, 0, 0
     for row in speaking:
         grounding = row["answer"]["grounding"]
         attributed += grounding.get("attributed", 0)  # rows written before session 20 have none
@@ -45,6 +46,7 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         misquoted += len(grounding.get("misquoted", ()))
         recited += len(grounding.get("recited", ()))  # rows written before session 22 have none
         assembled += len(grounding.get("assembled", ()))  # rows written before session 23 have none
+        examples += len(grounding.get("examples", ()))  # rows written before session 40 have none
         # rows written before specifics were checked have no by_kind: every item was a command kind
         kinds = grounding.get("by_kind") or {"command": {"items": grounding["items"], "found": grounding["found"]}}
         for kind, counts in kinds.items():
@@ -62,6 +64,7 @@ def bar(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "commands_grounded": f"{found}/{listed}" + (f" ({found / listed:.2f})" if listed else ""),
         "commands_adapted": adapted,  # of the grounded: with the user's own values in a source's command
         "commands_assembled": assembled,  # of the grounded: one source's words, written so in no source
+        "commands_with_examples": examples,  # of the grounded: a source's example value kept for the user's own
         "specifics_flagged": flagged,
         # of the copied items whose sentence cites a source, those that source holds
         "cited_source_holds": f"{attributed - misattributed}/{attributed}"

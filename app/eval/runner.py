@@ -127,6 +127,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "without_tool": [[item.text, item.tool] for item in final.without_tool],
             # found items no source writes as such, put together from one source's words (grounding.py)
             "assembled": [[item.text, list(item.built_from)] for item in final.assembled],
+            # found items that keep a source's example value where the question named its own (example_values.py)
+            "examples": [[item.text, [list(pair) for pair in item.examples]] for item in final.with_examples],
             # sentences taken from the prompt's worked example (its topic or its words), not the sources (borrowed.py)
             "borrowed": [list(pair) for pair in final.borrowed],
             # of those, the ones copying the example's words, left out of the shown answer (borrowed.py)

@@ -25,6 +25,7 @@ from app.copilot.summary import (
     assembled,
     borrowed,
     definition,
+    example_kept,
     left_out,
     misattribution,
     misquotation,
@@ -258,6 +259,7 @@ def grounding_html(
         if not item.found
     ]
     lines += [f"<li>the answer cites [{n}], which is not among the sources</li>" for n in invalid]
+    lines += [f"<li>{example_kept(item, _code_html)}</li>" for item in items if item.found and item.examples]
     lines += [f"<li>{inert_html(borrowed(sentence, word))}</li>" for sentence, word in borrowed_from_example]
     lines += [f"<li>{inert_html(splice(one))}</li>" for one in spliced]
     found = sum(item.found for item in items)

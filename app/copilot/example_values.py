@@ -1,0 +1,61 @@
+"""A source's example values kept in a command where the operator named their own.
+
+Documentation examples carry their own job ids, node names and times (`scontrol show job 477`,
+`NodeName=linux0`, `StartTime=2009-02-06T12:30:00`). A command copied with them is grounded, since a
+source writes it so, yet it acts on the example's job, node or hour. A small model does this often:
+asked about job 4711, a follow-up answered `scontrol show job 477`; asked for a maintenance window
+from 06:00, an answer kept the reservation guide's `starttime=2009-02-06T12:30:00`.
+
+A found command, code line or option keeps an example value when, for one shape of value (a time,
+a date, a host name with a number, a number of three or more digits):
+- the question (or an earlier question of the conversation) names values of that shape,
+- the item uses none of them,
+- and the item has a value of that shape that a passage writes and the question does not.
+The front ends then name both values, so the operator puts their own in before running it. An
+item the question names no such value for is left alone: the model cannot know better there.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Each shape finds values in a command and in a question alike; the order matters: a time's or a
+# date's digits are not read again as a number (10:00 is no number 10, 2009-02-06 no number 2009).
+_SHAPES = {
+    "date": re.compile(r"(?<![\w-])\d{4}-\d\d-\d\d(?![\d-])"),
+    "time": re.compile(r"(?<![\d:])\d{1,2}:\d\d(?::\d\d)?(?![\d:])"),  # also after a date's T
+    "host": re.compile(r"(?<![\w.-])[a-z][a-z_-]*\d+(?:\[[\d,-]+\])?(?![\w.])|(?<![\w.-])[a-z][a-z_-]*\[[\d,-]+\]"),
+    "number": re.compile(r"(?<![\w.:-])\d{3,}(?![\w.:]|-\d)"),
+}
+
+
+def values_by_shape(text: str) -> dict[str, list[str]]:
+    """{shape: values of that shape in `text`, in order}, each span read as one shape only."""
+    found: dict[str, list[str]] = {}
+    for shape, pattern in _SHAPES.items():
+        for match in pattern.finditer(text):
+            found.setdefault(shape, []).append(match.group())
+        text = pattern.sub(lambda m: " " * len(m.group()), text)  # keep offsets; hide it from later shapes
+    return found
+
+
+def example_values(item: str, sources: str, asked: str) -> tuple[tuple[str, str], ...]:
+    """(a source's example value, the question's own values) for each value of `item` that a passage
+    (`sources`) writes and the question (`asked`) does not, where the question names values of that
+    shape and the item uses none of them. `item` and `sources` are normalised as the grounding check
+    reads them."""
+    theirs = values_by_shape(item)
+    yours = values_by_shape(asked)
+    kept: list[tuple[str, str]] = []
+    for shape, values in theirs.items():
+        own = list(dict.fromkeys(yours.get(shape, ())))
+        if not own or any(value in own for value in values):
+            continue
+        kept += [(value, ", ".join(own)) for value in dict.fromkeys(values) if _writes(sources, value)]
+    return tuple(kept)
+
+
+def _writes(sources: str, value: str) -> bool:
+    """Does a passage write `value` as a whole (477 is not in 14770; 12:30 is in T12:30)?"""
+    before = r"(?<![\d.])" if value[0].isdigit() else r"(?<![\w.])"
+    return re.search(rf"{before}{re.escape(value)}(?!\w)", sources) is not None
