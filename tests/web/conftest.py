@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from chat_process import running_chat
+from chat_process import ROOT, running_chat
 from tiny_chat import save_chat_model, write_fixture_docs
 
 EVENT_DELAY = 0.1  # seconds after each streamed event: a slow model, so streaming and stop are observable
@@ -26,19 +26,30 @@ def build_fixture_index(tmp: Path) -> Path:
     return index
 
 
+FLAT_COSTS = """
+import json, sys
+from pathlib import Path
+from app.copilot import ModelOptions, loading
+from generation.calibration import SIZES, setup_key
+from generation.engine import calibration_extra
+
+model, home = sys.argv[1], Path(sys.argv[2])
+engine = loading.load_engine(ModelOptions(target=model, draft=model)).engine
+key = setup_key(engine.target, calibration_extra(engine.target.model))
+home.mkdir(parents=True, exist_ok=True)
+(home / "calibration.json").write_text(json.dumps({key: dict.fromkeys(map(str, SIZES), 1.0)}))
+"""
+
+
 def flat_pass_costs(model: Path, home: Path) -> None:
     """Calibrate the server's tiny target with a flat pass-cost curve, so its drafting policy drafts.
 
     Measured at the server's start instead, the curve followed the machine's load: with other
-    jobs on both cores the policy once drafted nothing, and the chat showed no provenance mark."""
-    from app.copilot import ModelOptions, loading
-    from generation.calibration import SIZES, setup_key
-    from generation.engine import calibration_extra
-
-    engine = loading.load_engine(ModelOptions(target=str(model), draft=str(model))).engine
-    key = setup_key(engine.target, calibration_extra(engine.target.model))
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "calibration.json").write_text(json.dumps({key: dict.fromkeys(map(str, SIZES), 1.0)}))
+    jobs on both cores the policy once drafted nothing, and the chat showed no provenance mark.
+    The curve's key is computed in a fresh interpreter, as the server's is: in this one the
+    generation tests' conftest has set torch to one thread, and a key made here with it named
+    another setup, so the server measured its own curve after all (and under load drafted nothing)."""
+    subprocess.run([sys.executable, "-c", FLAT_COSTS, str(model), str(home)], cwd=ROOT, check=True)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ $SPECRAG_TEST_ARTIFACTS (else a tmp folder) and their paths are printed.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import time
@@ -104,6 +105,9 @@ def test_answer_streams_then_shows_sources_stats_and_provenance(page, chat_serve
     assert re.search(
         r"\d+ tokens · [\d.]+ tok/s · [\d.]+ tokens/pass · copied \d+% .*first token", details.inner_text()
     )
+    # the server drafts on the flat curve the fixture wrote, not on one it measured (under load: no drafts)
+    calibrated = json.loads((chat_server[2] / "home" / "calibration.json").read_text())
+    assert len(calibrated) == 1, f"the server measured a pass-cost curve of its own: {calibrated}"
     assert details.locator(".prov sup").count() >= 1, f"no provenance marks: {details.inner_text()!r}"
     assert "Copied verbatim from source" in details.locator(".sr-legend").inner_text()
     details.locator(".sr-source summary").first.click()  # the chunk text on expand
