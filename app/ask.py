@@ -18,7 +18,7 @@ from app.cli_options import add_answer_args, add_index_arg, add_model_args, copi
 from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
 from app.copilot.options import one_question_context
 from app.copilot.pipeline import SEARCHING
-from app.copilot.summary import check_notes, shown_paths, stats_parts
+from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
 from core.errors import SpecragError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -113,7 +113,7 @@ def stats_line(final: Final) -> str:
 
 
 def source_line(source: dict, path: str) -> str:
-    heading = f" › {source['heading']}" if source["heading"] else ""
+    heading = source_heading(source)
     score = f", score {source['score']:.3f}" if source["score"] is not None else ""
     marks = []
     if source["cited"]:

@@ -180,6 +180,12 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
+def source_heading(source: dict[str, Any], escape: Callable[[str], str] = str) -> str:
+    """' › heading › entry' of a listed source (Final.sources), each through the front end's `escape`: every
+    sources list names the section and the entry (an option, a command) a passage goes on with."""
+    return "".join(f" › {escape(source[key])}" for key in ("heading", "entry") if source.get(key))
+
+
 def shown_paths(sources: Sequence[dict[str, Any]]) -> dict[int, str]:
     """Source number -> its path as an operator reads it (source_paths.short_paths)."""
     return dict(zip([s["number"] for s in sources], short_paths([s["path"] for s in sources]), strict=True))

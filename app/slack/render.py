@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
-from app.copilot.summary import check_notes, shown_paths, stats_parts
+from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
 FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specrag_feedback_down
@@ -119,7 +119,7 @@ def footer(final: Final, markdown: bool = False) -> str:
     paths = shown_paths(final.sources)
     for source in final.sources:
         title = escape(source["title"] or source["path"])
-        heading = "".join(f" › {escape(source[k])}" for k in ("heading", "entry") if source.get(k))
+        heading = source_heading(source, escape)
         lines.append(f"{source['number']}. {title}{heading} — {code}{escape(paths[source['number']])}{code}")
     if not final.sources:
         lines.append("none: the answer is not grounded in the runbooks")

@@ -32,6 +32,7 @@ from app.copilot.summary import (
     recitation,
     run_under_tool,
     shown_paths,
+    source_heading,
     splice,
     stats_parts,
 )
@@ -317,7 +318,7 @@ def sources_html(sources: Sequence[dict[str, Any]]) -> str:
 def source_row(source: dict[str, Any], path: str) -> str:
     """One source, its `path` as shown (summary.shown_paths) and the full one on hover."""
     n = source["number"]
-    heading = "".join(f" › {html.escape(source[k])}" for k in ("heading", "entry") if source.get(k))
+    heading = source_heading(source, html.escape)
     score = f" · score {source['score']:.3f}" if source.get("score") is not None else ""
     marks = (["cited"] if source.get("cited") else []) + (
         [f"{source['copied_tokens']} tokens copied"] if source.get("copied_tokens") else []

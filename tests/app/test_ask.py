@@ -162,3 +162,15 @@ def test_fit_context_rounds_prompt_and_answer_up_to_whole_kv_steps(tiny_engine):
     prompt = copilot._prepare("How?", [], [Passage(1, "Drain it.", "a.md")], copilot.options.answer, False)
     assert copilot.fit_context("How?", [Passage(1, "Drain it.", "a.md")])
     assert sizes == [-(-(len(prompt.prompt_ids) + 100) // 256) * 256]
+
+
+def test_the_sources_list_names_the_section_and_the_entry_a_passage_goes_on_with():
+    from app.ask import source_line
+
+    source = {"number": 2, "title": "squeue", "path": "/docs/squeue.html", "heading": "OPTIONS", "score": 0.048,
+              "entry": "-O, --Format=<output_format>", "cited": True, "copied_tokens": 0}  # fmt: skip
+    assert source_line(source, "squeue.html") == (
+        "[2] squeue › OPTIONS › -O, --Format=<output_format> (squeue.html, score 0.048) - cited"
+    )  # the entry was left out here while the web and Slack lists showed it
+    bare = source | {"title": "", "heading": "", "entry": "", "score": None, "cited": False}
+    assert source_line(bare, "squeue.html") == "[2] /docs/squeue.html (squeue.html)"
