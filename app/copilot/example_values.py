@@ -1,10 +1,9 @@
 """A source's example values kept in a command where the operator named their own.
 
 Documentation examples carry their own job ids, node names and times (`scontrol show job 477`,
-`NodeName=linux0`, `StartTime=2009-02-06T12:30:00`). A command copied with them is grounded, since a
-source writes it so, yet it acts on the example's job, node or hour. A small model does this often:
-asked about job 4711, a follow-up answered `scontrol show job 477`; asked for a maintenance window
-from 06:00, an answer kept the reservation guide's `starttime=2009-02-06T12:30:00`.
+`NodeName=linux0`, `starttime=2009-02-06T16:00:00`). A command copied with them is grounded, since a
+source writes it so, yet it acts on the example's job, node or hour. Seen in the chat: asked about
+job 4711, a follow-up answered `scontrol show job 477`, the quick-start guide's example job.
 
 A found command, code line or option keeps an example value when, for one shape of value (a time,
 a date, a host name with a number, a number of three or more digits):
