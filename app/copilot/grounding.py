@@ -17,7 +17,9 @@ Items:
 - code: each line of a fenced block and each inline `code` span (a leading `$ ` dropped), except
   a bare `<placeholder>` ("replace `<job_id>` with the job's id"), which is the user's to fill in;
 - command: a line outside code that reads like a shell command (`$ cmd ...`, or a
-  lowercase word followed by an option, with no sentence punctuation at the end);
+  lowercase word followed by an option, with no sentence punctuation at the end), and a command in
+  double quotes as the Slurm FAQ writes them ("scontrol update NodeName=<node> State=resume": a
+  lowercase word, then an option, a key=value or a <placeholder>);
 - option: every `--long-option` (with its `=value`, if any) anywhere in the answer;
 - path: every absolute or home path (`/etc/slurm/slurm.conf`, `~/.ssh/config`).
 
@@ -44,6 +46,11 @@ from app.copilot.specifics import check_specifics
 
 _PATH = re.compile(r"(?<![\w./~-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?")
 _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-Za-z]")
+# A command in double quotes, as the Slurm FAQ and troubleshooting guide write them ("scontrol update
+# NodeName=<node> State=resume") and the model copies: a lowercase first word, then an option, a key=value
+# or a <placeholder>, which prose in quotes ("Not responding", "the node is down") does not have.
+_QUOTED = re.compile(r'["“]([a-z][\w.-]* [^"“”\n]+)["”]')
+_COMMAND_MARK = re.compile(r"(?:^|\s)--?[A-Za-z]|\w=\S|<[^<>\s]+>")
 _SPACE = re.compile(r"\s+")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
 _SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d+)")
@@ -242,6 +249,9 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
     prose = without_fences(answer)
     for span in INLINE.finditer(prose):
         yield "code", drop_prompt(span.group(1))
+    for span in _QUOTED.finditer(INLINE.sub(" ", prose)):
+        if _COMMAND_MARK.search(span.group(1)):
+            yield "command", span.group(1).strip()
     for line in INLINE.sub(" ", prose).splitlines():
         line = line.strip().lstrip("-*• ").strip()
         if _looks_like_command(line):

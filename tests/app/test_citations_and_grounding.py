@@ -384,3 +384,17 @@ def test_a_value_the_model_chose_for_a_sources_option_is_named_in_the_note():
     )
     asked = check_grounding(answer, passages, "Can a job start early if I allow 2:00 instead of its limit?")
     assert next(i for i in asked if i.text == "--time-min=2:00").unasked == ()
+
+
+def test_a_command_in_double_quotes_is_checked_and_quoted_prose_is_not():
+    # the troubleshooting guide writes its commands in double quotes, and the model copies that style
+    guide = 'Check the reason with "scontrol show node <name>"; if it is "Not responding", run "ping <address>".'
+    answer = (
+        'If the reason is "Not responding", run "ping <address>" [1]. If it is "Memory errors", run '
+        "“scontrol show node <name> -o 'MemoryUtilization'” [1]."
+    )
+    items = {item.text: item for item in check_grounding(answer, [guide])}
+    assert items["ping <address>"].found and items["ping <address>"].kind == "command"
+    invented = items["scontrol show node <name> -o 'MemoryUtilization'"]  # curly quotes too
+    assert not invented.found and invented.nearest == "scontrol show node <name>"
+    assert "Not responding" not in items and "Memory errors" not in items  # no option, key=value or <placeholder>
