@@ -28,7 +28,7 @@ from typing import Any
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
 from app.eval.questions import Question, read_questions
-from app.eval.results import RESULTS_NAME, read_results
+from app.eval.results import read_results, results_file
 from app.eval.runner import abstention_record, answer_record, content_scores
 from core.atomic import write_atomic
 from core.errors import SpecragError
@@ -116,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="where to write the rescored rows (JSON lines)")
     args = parser.parse_args(argv)
     try:
-        results = args.results / RESULTS_NAME if args.results.is_dir() else args.results
-        if args.out.resolve() == results.resolve():
+        if args.out.resolve() == results_file(args.results).resolve():
             raise SpecragError("--out is the results file itself: write the rescored rows to a new file")
         rows = read_results(args.results)
         questions = {q.id: q for q in read_questions(args.questions)[0]}

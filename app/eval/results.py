@@ -52,12 +52,17 @@ class ResultsFile:
 RESULTS_NAME = "results.jsonl"
 
 
+def results_file(path: Path) -> Path:
+    """A run's results file, given it or the run's directory (`--out`)."""
+    return path / RESULTS_NAME if path.is_dir() else path
+
+
 def read_results(path: Path) -> list[dict[str, Any]]:
     """The finished rows of an eval run, given its results file or the run's directory (`--out`).
 
     For the tools that read a run (`app.eval.bar`, `app.eval.rescore`): a torn last line, as a run
     killed mid-write leaves it, is skipped and the file left as it is."""
-    file = path / RESULTS_NAME if path.is_dir() else path
+    file = results_file(path)
     try:
         return load_rows(file)[0]
     except FileNotFoundError:
