@@ -249,10 +249,11 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
     prose = without_fences(answer)
     for span in INLINE.finditer(prose):
         yield "code", drop_prompt(span.group(1))
-    for span in _QUOTED.finditer(INLINE.sub(" ", prose)):
+    outside = INLINE.sub(" ", prose)  # prose without its inline code
+    for span in _QUOTED.finditer(outside):
         if _COMMAND_MARK.search(span.group(1)):
             yield "command", span.group(1).strip()
-    for line in INLINE.sub(" ", prose).splitlines():
+    for line in outside.splitlines():
         line = line.strip().lstrip("-*• ").strip()
         if _looks_like_command(line):
             yield "command", drop_prompt(line)
