@@ -29,6 +29,11 @@ class Passage:
     similarity: float | None = None  # dense cosine to the query, what the relevance gate reads
     entry: str = ""  # the definition-list term the passage goes on with (retrieval/chunking.py's Chunk.entry)
 
+    def label_parts(self, name: str) -> list[str]:
+        """Its title (`name` when it has none), heading and entry, those it has: the prompt and the gate's
+        refusal join them into 'title › heading › entry'."""
+        return [part for part in (self.title or name, self.heading, self.entry) if part]
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -133,7 +133,7 @@ def refusal_text(passages: Sequence[Passage]) -> str:
         nearest = passages[:3]
         lines.append("The nearest sources I found are:")
         lines += [
-            f"- [{p.number}] {' › '.join(part for part in (p.title or p.source, p.heading, p.entry) if part)} ({path})"
+            f"- [{p.number}] {' › '.join(p.label_parts(p.source))} ({path})"
             for p, path in zip(nearest, short_paths([p.source for p in nearest]), strict=True)
         ]
     return "\n".join(lines)

@@ -98,8 +98,7 @@ def shown_text(passage: Passage) -> str:
 def passage_label(passage: Passage) -> str:
     """'title › heading › entry' of a passage (the file name when it has no title), '' when nothing is known."""
     name = passage.source.replace("\\", "/").rsplit("/", 1)[-1]
-    parts = [part for part in (passage.title or name, passage.heading, passage.entry) if part]
-    return " › ".join(dict.fromkeys(parts))
+    return " › ".join(dict.fromkeys(passage.label_parts(name)))
 
 
 # Two worked exchanges on a made-up tool. First a question the sources do not answer although
