@@ -28,10 +28,14 @@ turns (it stands on its own, or names its own subject) keeps them all bare: its 
 sources are then numbered from [1], as in the demonstration. With the earlier passages
 kept, they took [1]-[6] and the new ones [7]-[12], and the model's habit of opening with
 [1] cited an old, unrelated passage (3 of 8 such questions in corpora/slurm/followups.jsonl).
+The turns before such a question stay bare in every later prompt too: kept whole, their
+passages and its own stood under the same numbers, and the prompt no longer extended the
+one before it, so a follow-up prefilled the whole conversation again (73 s in the chat).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -92,12 +96,19 @@ def keep_history(
     """The turns that fit `budget`, newest first; `whole=False` keeps every one bare (no passages)."""
     kept: list[tuple[Turn, bool]] = []
     used = 0
+    below = math.inf  # the lowest passage number of the turns kept whole so far
     for turn in reversed(turns):
+        numbers = [p.number for p in turn.passages]
+        if whole and numbers and max(numbers) >= below:
+            # a newer turn numbered its sources from [1] (it was searched alone, with this turn bare): keeping
+            # this one whole would put two passages under one number and break the append-only prompt
+            whole = False
         if whole:
             cost = count_tokens(turn_messages(turn, with_passages=True))
             if used + cost <= budget:
                 kept.append((turn, True))
                 used += cost
+                below = min(below, *numbers)
                 continue
             whole = False
         cost = count_tokens(turn_messages(turn, with_passages=False))

@@ -599,6 +599,29 @@ def test_a_question_searched_alone_numbers_its_sources_from_one_and_keeps_earlie
         assert follow.prompt_ids[: len(first.prompt_ids)] == first.prompt_ids
 
 
+def test_a_follow_up_after_a_question_searched_alone_extends_its_prompt_under_unique_numbers(tiny_engine):
+    # Seen in the chat: a third question that refers back kept the first turn whole again, although the second
+    # (searched alone) had numbered its own sources from [1]: two passages stood under [1], the sources list
+    # mixed them, and the prompt no longer extended the second one, so all of it was prefilled again
+    from app.copilot.gate import THRESHOLDS
+
+    retriever = FakeRetriever(
+        [(f"runbook-{i}.md", t) for i, t in enumerate(RUNBOOK)],
+        similarity=0.3,  # below the threshold: nothing stands alone, so only the words decide
+        embedder=Embedder(next(iter(THRESHOLDS))),
+    )
+    options = AnswerOptions(max_new_tokens=8, gate="off")
+    copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=options), retriever)
+    first = collect(copilot.answer("How do I drain a node?"))
+    second = collect(copilot.answer("Who is on call for the munge service tonight?", history=[first.turn]))
+    assert [p.number for p in second.turn.passages] == [1, 2, 3]  # searched alone: numbered from [1]
+    third = collect(copilot.answer("And where do those keys live?", history=[first.turn, second.turn]))
+    numbers = [p.number for p in third.passages]
+    assert len(numbers) == len(set(numbers)), numbers
+    assert third.prompt_ids[: len(second.prompt_ids)] == second.prompt_ids
+    assert third.stats["prefilled_tokens"] == len(third.prompt_ids) - len(second.prompt_ids)
+
+
 @pytest.mark.parametrize(
     "question, leans",
     [
