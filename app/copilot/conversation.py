@@ -108,7 +108,7 @@ def keep_history(
             if used + cost <= budget:
                 kept.append((turn, True))
                 used += cost
-                below = min(below, *numbers)
+                below = min([below, *numbers])
                 continue
             whole = False
         cost = count_tokens(turn_messages(turn, with_passages=False))

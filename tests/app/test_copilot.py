@@ -127,6 +127,24 @@ def test_history_keeps_recent_turns_whole_then_bare_then_drops_the_oldest():
     assert keep_history(turns, 0, count).messages == []
 
 
+def test_history_keeps_only_turns_whose_passages_are_numbered_below_the_newer_ones_whole():
+    from app.copilot import Passage, Turn
+    from app.copilot.conversation import keep_history
+
+    def count(messages):
+        return sum(len(m["content"]) for m in messages)
+
+    def turn(question, *numbers):
+        return Turn(question, "answer", tuple(Passage(n, f"{question} passage {n}", "a.md") for n in numbers))
+
+    # a refused turn has no passages; the one after it was searched alone and numbered its sources from [1]
+    turns = [turn("q0", 1, 2), turn("q1", 3), turn("q2"), turn("q3", 1, 2), turn("q4", 3, 4)]
+    kept = keep_history(turns, 10_000, count)
+    assert [p.number for p in kept.passages] == [1, 2, 3, 4] and kept.turns == 5
+    assert [p.text for p in kept.passages][:2] == ["q3 passage 1", "q3 passage 2"]
+    assert "q0 passage" not in str(kept.messages) and "q1 passage" not in str(kept.messages)
+
+
 def test_passages_are_trimmed_to_the_context_and_a_huge_question_is_refused(copilot):
     long_passages = [t * 30 for t in RUNBOOK]  # ~8k tokens with the byte tokenizer: over the 4096 context
     copilot._retriever = runbook_retriever(long_passages)
