@@ -45,7 +45,9 @@ class Exchange:
             if event.stage == "passages":
                 turns, count = event.detail.get("history_turns", 0), event.detail.get("count", 0)
                 self.reading = (
-                    f"read {count} new passages · with {turns} earlier turn(s)" if turns else f"read {count} passages"
+                    f"read {_count(count, 'new passage')} · with {_count(turns, 'earlier turn')}"
+                    if turns
+                    else f"read {_count(count, 'passage')}"
                 )
                 self.log += list(event.detail.get("sources", []))  # the sources, before the answer
                 if not count and not turns:
@@ -115,3 +117,7 @@ class ChatState:
 
     def pop_last(self) -> Exchange | None:
         return self.exchanges.pop() if self.exchanges else None
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")

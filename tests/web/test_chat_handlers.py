@@ -309,3 +309,21 @@ def test_a_port_in_use_or_out_of_range_is_refused_before_any_model_loads(monkeyp
         with pytest.raises(SystemExit):
             build_parser().parse_args(["chat", "--port", bad])
         assert "a port is a number from 1 to 65535" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "count, turns, reading",
+    [
+        (1, 1, "read 1 new passage · with 1 earlier turn"),
+        (3, 2, "read 3 new passages · with 2 earlier turns"),
+        (6, 0, "read 6 passages"),
+        (1, 0, "read 1 passage"),
+    ],
+)
+def test_the_reading_line_counts_passages_and_turns_in_words(count, turns, reading):
+    from app.copilot import Status
+    from app.web.session import Exchange
+
+    exchange = Exchange("How do I drain a node?")
+    exchange.apply(Status("passages", "reading", {"count": count, "history_turns": turns}))
+    assert exchange.reading == reading
