@@ -1,6 +1,7 @@
 """Time to first token in a conversation, through the copilot pipeline a front end uses.
 
-    python -m app.bench_conversation [--index DIR] [--out FILE.json] [--question Q --follow-up F --other O]
+    python -m app.bench_conversation [--index DIR] [--out FILE.json] [--question Q --follow-up F --topic T
+        --back B --other O]
 
 One process first puts the system prompt and demonstration in the KV cache, as the chat and the
 Slack bridge do at start (loaded from the prefix store when an earlier process saved it,
@@ -8,8 +9,10 @@ generation/prefix_store.py; with --no-warm-up the first question does this, as `
 does), then answers, in order: a first question, a
 follow-up in the same conversation (its prompt extends the previous one, so only the previous
 answer and the new turn are prefilled; a follow-up searched alone keeps the first turn bare and
-prefills its question again, app/copilot/conversation.py), and a first question of a new conversation (the
-fixed prefix comes from the snapshot). For each
+prefills its question again, app/copilot/conversation.py), a new topic in the same conversation
+(searched alone, so the turns before it are bare and its sources are numbered from [1]), a
+question that leans on that topic (its prompt extends the new topic's: the turns before it stay
+bare), and a first question of a new conversation (the fixed prefix comes from the snapshot). For each
 it reports the prompt size, how many tokens were actually prefilled, and the time from the
 call to the first answer token as the caller sees it (retrieval included).
 """
@@ -28,6 +31,8 @@ from core.atomic import write_atomic
 
 QUESTION = "A batch job ended with exit code 137. What does that mean and what should I do?"
 FOLLOW_UP = "How do I see how much memory it used before it was killed?"
+TOPIC = "Who do I contact when a storage element is almost full?"
+BACK = "And how do I see which directories take the most space on it?"
 OTHER = "How do I drain a worker node before rebooting it?"
 
 
@@ -35,6 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m app.bench_conversation", description=__doc__.split("\n")[0])
     parser.add_argument("--question", default=QUESTION, help="the first question")
     parser.add_argument("--follow-up", default=FOLLOW_UP, help="asked next in the same conversation")
+    parser.add_argument("--topic", default=TOPIC, help="a new topic, asked next in the same conversation")
+    parser.add_argument("--back", default=BACK, help="a question that leans on the new topic, asked after it")
     parser.add_argument("--other", default=OTHER, help="the first question of a second conversation")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument(
@@ -95,8 +102,11 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
         )
     row, final = ask(copilot, "first question", args.question, [], options.answer)
     rows.append(row)
-    row, _ = ask(copilot, "follow-up", args.follow_up, [final.turn], options.answer)
-    rows.append(row)
+    history = [final.turn]
+    for label, question in (("follow-up", args.follow_up), ("new topic", args.topic), ("back to it", args.back)):
+        row, final = ask(copilot, label, question, history, options.answer)
+        rows.append(row)
+        history.append(final.turn)
     row, _ = ask(copilot, "new conversation", args.other, [], options.answer)
     rows.append(row)
     return rows
