@@ -249,11 +249,12 @@ class Copilot:
         question = checked_question(question)
         started = time.perf_counter()
         # searched alone after earlier turns: they stay bare, so its sources are numbered from [1] (conversation.py)
-        searched_alone = False
+        searched_alone = with_previous = False
         if passages is None:
             yield Status("searching", SEARCHING)
             passages, query = self.retrieve_for(question, history, options.passages)
             searched_alone = bool(history) and query == question
+            with_previous = query != question  # a follow-up searched together with the question before it
         # retrieved passages carry their similarity (also when a caller such as eval retrieved them)
         retrieved = any(p.similarity is not None for p in passages)
         relevance = None
@@ -267,6 +268,7 @@ class Copilot:
             "prompt_tokens": len(prepared.prompt_ids),
             # shown while the prompt is prefilled (tens of seconds on a CPU): the operator can open the page meanwhile
             "sources": [f"[{p.number}] {passage_label(p)}" for p in prepared.new_passages],
+            "searched_with_previous": with_previous,
             **prepared.notes,
         }
         # below the threshold, the judge has the last word, under the engine lock (gate.py)

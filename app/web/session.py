@@ -49,6 +49,8 @@ class Exchange:
                     if turns
                     else f"read {_count(count, 'passage')}"
                 )
+                if event.detail.get("searched_with_previous"):  # so a follow-up's odd sources can be told apart
+                    self.reading += " · searched together with your previous question"
                 self.log += list(event.detail.get("sources", []))  # the sources, before the answer
                 if not count and not turns:
                     self.warning = (

@@ -641,6 +641,18 @@ def test_a_follow_up_after_a_question_searched_alone_extends_its_prompt_under_un
     assert third.stats["prefilled_tokens"] == len(third.prompt_ids) - len(second.prompt_ids)
 
 
+def test_the_passages_status_says_whether_a_follow_up_was_searched_with_the_previous_question(copilot):
+    def searched_with_previous(events):
+        status = next(e for e in events if isinstance(e, Status) and e.stage == "passages")
+        return status.detail["searched_with_previous"]
+
+    first = list(copilot.answer("How do I drain a node?"))
+    assert searched_with_previous(first) is False
+    final = next(e for e in first if isinstance(e, Final))
+    follow = list(copilot.answer("And how do I undo it?", history=[final.turn]))
+    assert searched_with_previous(follow) is True  # no calibrated threshold here: it leans on the conversation
+
+
 @pytest.mark.parametrize(
     "question, leans",
     [

@@ -318,6 +318,7 @@ def test_a_port_in_use_or_out_of_range_is_refused_before_any_model_loads(monkeyp
         (3, 2, "read 3 new passages · with 2 earlier turns"),
         (6, 0, "read 6 passages"),
         (1, 0, "read 1 passage"),
+        (2, 1, "read 2 new passages · with 1 earlier turn · searched together with your previous question"),
     ],
 )
 def test_the_reading_line_counts_passages_and_turns_in_words(count, turns, reading):
@@ -325,5 +326,6 @@ def test_the_reading_line_counts_passages_and_turns_in_words(count, turns, readi
     from app.web.session import Exchange
 
     exchange = Exchange("How do I drain a node?")
-    exchange.apply(Status("passages", "reading", {"count": count, "history_turns": turns}))
+    detail = {"count": count, "history_turns": turns, "searched_with_previous": reading.endswith("question")}
+    exchange.apply(Status("passages", "reading", detail))
     assert exchange.reading == reading
