@@ -283,6 +283,7 @@ class Copilot:
         yield Status(
             "passages",
             f"reading {len(prepared.new_passages)} passages ({len(prepared.prompt_ids)} prompt tokens)"
+            + ("; searched together with your previous question" if with_previous else "")
             + (f"; warning: {warning}" if warning else ""),
             detail,
         )

@@ -651,6 +651,10 @@ def test_the_passages_status_says_whether_a_follow_up_was_searched_with_the_prev
     final = next(e for e in first if isinstance(e, Final))
     follow = list(copilot.answer("And how do I undo it?", history=[final.turn]))
     assert searched_with_previous(follow) is True  # no calibrated threshold here: it leans on the conversation
+    # the status line Slack shows says so too
+    assert any(
+        e.message.endswith("searched together with your previous question") for e in follow if isinstance(e, Status)
+    )
 
 
 @pytest.mark.parametrize(
