@@ -96,6 +96,9 @@ class Copilot:
         self._engine_lock = threading.Lock()
         # the shared prompt prefix's length once it is in the engine's cache (warm_up or the first answer), else 0
         self._fixed_prefix = 0
+        # where the prompts in the target's cache began to be computed, and the last of those prompts
+        self._piece_starts: list[int] = []
+        self._pieces_of: list[int] = []
         self._retriever_lock = threading.Lock()
 
     @classmethod
@@ -162,6 +165,7 @@ class Copilot:
         prefix = shared_prompt_ids(self.engine.tokenizer)
         seconds = self.engine.warm(prefix, store=PrefixStore(prefix_store_dir()))
         self._fixed_prefix = len(prefix)
+        self._piece_starts, self._pieces_of = [len(prefix)], list(prefix)
         target = self.engine.target
         return _Warm(target.length - target.reused, seconds)  # tokens loaded from the store were not computed
 
@@ -303,15 +307,27 @@ class Copilot:
                 release_free_memory()  # keeps a long-running front end's memory flat (core/memory.py)
 
     def _in_fixed_pieces(self, prompt_ids: list[int]) -> None:
-        """Let the target reuse the previous prompt only when this one extends it (a follow-up, a retry), else
-        only the fixed prefix, so every other prompt is computed in the same pieces: the prefix, then the rest.
-        On llamacpp-f16 logits depend on how a prompt is split into passes, and reusing whatever a question
-        shared with the one before it (a title, a passage) made its answer depend on what was asked before
-        (session 29: an eval answer changed when the question before it stopped being refused). Under the
-        engine lock, after warming."""
+        """Let the target reuse the cached prompt only up to where one of the prompts before it began to be
+        computed: all of it when this one extends it (a follow-up, a retry), else the longest such start it
+        shares (at least the fixed prefix), so every prompt is computed in the same pieces whatever was asked
+        in between. On llamacpp-f16 logits depend on how a prompt is split into passes, and reusing whatever a
+        question shared with the one before it (a title, a passage) made its answer depend on what was asked
+        before (session 29: an eval answer changed when the question before it stopped being refused).
+
+        The starts are where each turn's prompt went on from the one before it. A follow-up after an answer
+        that was stopped (the web's Stop: the stopped turn is left out of the history) shares the earlier
+        turns with the stopped prompt and goes on from the end of the last of them, as it would have had
+        nothing come between; before session 41 it prefilled the whole conversation again. Under the engine
+        lock, after warming."""
         target = self.engine.target
-        if target.snapshot_prefix(prompt_ids) < target.snapshot_length:
-            target.trim_snapshot(self._fixed_prefix)
+        if target.snapshot_prefix(self._pieces_of) < max(self._piece_starts, default=0):
+            self._piece_starts = [self._fixed_prefix]  # the cache was computed by someone else: start over
+        shared = target.snapshot_prefix(prompt_ids)
+        if shared < target.snapshot_length:
+            target.trim_snapshot(max((s for s in self._piece_starts if s <= shared), default=self._fixed_prefix))
+        start = target.snapshot_length  # this prompt is computed from here on
+        self._piece_starts = [s for s in self._piece_starts if s < start] + [start]
+        self._pieces_of = list(prompt_ids)
 
     def _check(
         self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float

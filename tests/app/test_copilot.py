@@ -541,6 +541,31 @@ def test_a_question_is_computed_in_the_same_pieces_whatever_was_asked_before(tin
     assert follow_up.stats["prefilled_tokens"] == len(follow_up.prompt_ids) - len(retried.prompt_ids)
 
 
+def test_a_follow_up_after_a_stopped_answer_goes_on_from_the_turn_before_it_in_the_same_pieces(tiny_engine):
+    # Stop in the chat leaves the stopped question's prompt in the cache, and the next question leaves it out of
+    # the history. It used to fall back to the fixed prefix and prefill the whole conversation again; it now
+    # goes on from the end of the first turn, the piece it would have started from had nothing come between
+    def fresh():
+        loaded = loading.load_engine(ModelOptions())
+        return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=12)), runbook_retriever(RUNBOOK))
+
+    copilot = fresh()
+    first = collect(copilot.answer("How do I drain a node?"))
+    stopped = copilot.answer("And how long does that take?", history=[first.turn])
+    next(e for e in stopped if isinstance(e, Token) and e.token_ids)
+    stopped.close()  # the operator pressed Stop
+    after_stop = collect(copilot.answer("And how do I undo it?", history=[first.turn]))
+
+    direct = fresh()  # the same conversation with nothing in between
+    again = collect(direct.answer("How do I drain a node?"))
+    straight = collect(direct.answer("And how do I undo it?", history=[again.turn]))
+
+    assert after_stop.prompt_ids == straight.prompt_ids
+    assert after_stop.stats["prefilled_tokens"] == straight.stats["prefilled_tokens"]
+    assert after_stop.stats["prefilled_tokens"] < len(after_stop.prompt_ids) - len(first.prompt_ids) + 1
+    assert after_stop.output_ids == straight.output_ids
+
+
 def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
     # the tiny target repeats itself; a 4-token run seen 3 times ends the answer early
     question = "How do I drain a node?"
