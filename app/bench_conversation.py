@@ -1,7 +1,7 @@
 """Time to first token in a conversation, through the copilot pipeline a front end uses.
 
     python -m app.bench_conversation [--index DIR] [--out FILE.json] [--question Q --follow-up F --topic T
-        --back B --other O]
+        --back B --stopped S --after-stop A --other O]
 
 One process first puts the system prompt and demonstration in the KV cache, as the chat and the
 Slack bridge do at start (loaded from the prefix store when an earlier process saved it,
@@ -12,7 +12,9 @@ answer and the new turn are prefilled; a follow-up searched alone keeps the firs
 prefills its question again, app/copilot/conversation.py), a new topic in the same conversation
 (searched alone, so the turns before it are bare and its sources are numbered from [1]), a
 question that leans on that topic (its prompt extends the new topic's: the turns before it stay
-bare), and a first question of a new conversation (the fixed prefix comes from the snapshot). For each
+bare), a question asked after one stopped at its first token (the web's Stop leaves the stopped prompt
+in the cache and out of the history: it goes on from the end of the turn both share), and a first
+question of a new conversation (the fixed prefix comes from the snapshot). For each
 it reports the prompt size, how many tokens were actually prefilled, and the time from the
 call to the first answer token as the caller sees it (retrieval included).
 """
@@ -33,6 +35,8 @@ QUESTION = "A batch job ended with exit code 137. What does that mean and what s
 FOLLOW_UP = "How do I see how much memory it used before it was killed?"
 TOPIC = "Who do I contact when a storage element is almost full?"
 BACK = "And how do I see which directories take the most space on it?"
+STOPPED = "How long does that usually take?"
+AFTER_STOP = "And who do I tell once it is done?"
 OTHER = "How do I drain a worker node before rebooting it?"
 
 
@@ -42,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--follow-up", default=FOLLOW_UP, help="asked next in the same conversation")
     parser.add_argument("--topic", default=TOPIC, help="a new topic, asked next in the same conversation")
     parser.add_argument("--back", default=BACK, help="a question that leans on the new topic, asked after it")
+    parser.add_argument("--stopped", default=STOPPED, help="asked next and stopped at its first token")
+    parser.add_argument("--after-stop", default=AFTER_STOP, help="asked after the stopped one, which it leaves out")
     parser.add_argument("--other", default=OTHER, help="the first question of a second conversation")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument(
@@ -107,6 +113,12 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
         row, final = ask(copilot, label, question, history, options.answer)
         rows.append(row)
         history.append(final.turn)
+    # the web's Stop: a question stopped at its first token stays in the cache and out of the history
+    stopped = copilot.answer(args.stopped, history, options.answer)
+    next(event for event in stopped if isinstance(event, Token) and event.token_ids)
+    stopped.close()
+    row, _ = ask(copilot, "after a stopped answer", args.after_stop, history, options.answer)
+    rows.append(row)
     row, _ = ask(copilot, "new conversation", args.other, [], options.answer)
     rows.append(row)
     return rows
