@@ -35,8 +35,8 @@ QUESTION = "A batch job ended with exit code 137. What does that mean and what s
 FOLLOW_UP = "How do I see how much memory it used before it was killed?"
 TOPIC = "Who do I contact when a storage element is almost full?"
 BACK = "And how do I see which directories take the most space on it?"
-STOPPED = "How long does that usually take?"
-AFTER_STOP = "And who do I tell once it is done?"
+STOPPED = "How do I free up space on it quickly?"
+AFTER_STOP = "At what fill level does it count as critical?"
 OTHER = "How do I drain a worker node before rebooting it?"
 
 
@@ -115,9 +115,10 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
         history.append(final.turn)
     # the web's Stop: a question stopped at its first token stays in the cache and out of the history
     stopped = copilot.answer(args.stopped, history, options.answer)
-    next(event for event in stopped if isinstance(event, Token) and event.token_ids)
+    answered = next((event for event in stopped if isinstance(event, Token) and event.token_ids), None)
     stopped.close()
-    row, _ = ask(copilot, "after a stopped answer", args.after_stop, history, options.answer)
+    label = "after a stopped answer" if answered else "after a refused question (--stopped was not answered)"
+    row, _ = ask(copilot, label, args.after_stop, history, options.answer)
     rows.append(row)
     row, _ = ask(copilot, "new conversation", args.other, [], options.answer)
     rows.append(row)
