@@ -541,12 +541,28 @@ def test_a_question_is_computed_in_the_same_pieces_whatever_was_asked_before(tin
     assert follow_up.stats["prefilled_tokens"] == len(follow_up.prompt_ids) - len(retried.prompt_ids)
 
 
-def test_a_follow_up_after_a_stopped_answer_goes_on_from_the_turn_before_it_in_the_same_pieces(tiny_engine):
+@pytest.mark.parametrize("runner", ["torch", "llama.cpp"])
+def test_a_follow_up_after_a_stopped_answer_goes_on_from_the_turn_before_it_in_the_same_pieces(
+    runner, tiny_engine, tiny_models, monkeypatch, tmp_path
+):
     # Stop in the chat leaves the stopped question's prompt in the cache, and the next question leaves it out of
     # the history. It used to fall back to the fixed prefix and prefill the whole conversation again; it now
-    # goes on from the end of the first turn, the piece it would have started from had nothing come between
+    # goes on from the end of the first turn, the piece it would have started from had nothing come between.
+    # On llama.cpp with its f16 cache (llamacpp-f16) logits depend on those pieces: the answers must match
+    from tiny_gguf import write_tiny_gguf
+
+    from generation.engine import Engine
+    from generation.llamacpp_lm import LlamaCppLM
+
+    monkeypatch.setenv("SPECRAG_HOME", str(tmp_path / "home"))
+    gguf = write_tiny_gguf(tmp_path / "target.gguf") if runner == "llama.cpp" else None
+
     def fresh():
-        loaded = loading.load_engine(ModelOptions())
+        if gguf is None:
+            loaded = loading.load_engine(ModelOptions())
+        else:
+            engine = Engine(LlamaCppLM(gguf, n_ctx=4096, row_invariant=False), tiny_models[2])
+            loaded = loading.LoadedEngine(engine, "/models/tiny.gguf", None)
         return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=12)), runbook_retriever(RUNBOOK))
 
     copilot = fresh()
