@@ -5,11 +5,11 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-import torch
-
 
 def native_bf16() -> bool:
     """True when this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX); elsewhere it is emulated and slower."""
+    import torch
+
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private but present since torch 2.3
     return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
 

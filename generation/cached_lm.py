@@ -18,6 +18,7 @@ from transformers import DynamicCache
 
 from generation.invariant_attention import MAX_ROWS
 from generation.kv_cache import growing_cache
+from generation.token_ids import common_prefix_length
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -111,13 +112,3 @@ class CachedLM:
 
     def reset(self) -> None:
         self.cache = growing_cache(self.model.config)
-
-
-def common_prefix_length(a: list[int], b: list[int]) -> int:
-    """How many leading tokens two sequences share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

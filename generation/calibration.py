@@ -13,17 +13,20 @@ import hashlib
 import json
 import time
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.atomic import write_atomic
-from generation.cached_lm import CachedLM
+from generation.arrays import random_tokens
+
+if TYPE_CHECKING:
+    from generation.cached_lm import CachedLM
+    from generation.llamacpp_lm import LlamaCppLM
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 
 
 def measure_relative_costs(
-    lm: CachedLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
+    lm: CachedLM | LlamaCppLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
 ) -> dict[int, float]:
     """c(n) / c(1) for each n in sizes, timed on `lm` (its cache is left empty)."""
     best = measure_pass_seconds(lm, sizes, repeats, context)
@@ -31,19 +34,18 @@ def measure_relative_costs(
 
 
 def measure_pass_seconds(
-    lm: CachedLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
+    lm: CachedLM | LlamaCppLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
 ) -> dict[int, float]:
     """Seconds of a target pass over n new tokens after `context` tokens, fastest of `repeats` interleaved runs."""
     return measure_prefill_and_passes(lm, sizes, repeats, context)[1]
 
 
 def measure_prefill_and_passes(
-    lm: CachedLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
+    lm: CachedLM | LlamaCppLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
 ) -> tuple[float, dict[int, float]]:
     """Seconds of the `context`-token prefill, and of each n-token pass after it (fastest of `repeats`)."""
     vocab = lm.vocab_size
-    generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, vocab, (context + max(sizes),), generator=generator).tolist()
+    tokens = random_tokens(lm, vocab, context + max(sizes), seed=0)
     lm.reset()
     start = time.perf_counter()
     lm.extend(tokens[:context], last_only=True)
@@ -59,11 +61,11 @@ def measure_prefill_and_passes(
     return prefill, best
 
 
-def setup_key(lm: CachedLM, extra: str = "") -> str:
+def setup_key(lm: CachedLM | LlamaCppLM, extra: str = "") -> str:
     return hashlib.sha256("|".join([*lm.setup(), extra]).encode()).hexdigest()[:16]
 
 
-def cached_relative_costs(lm: CachedLM, cache_file: Path | None, extra: str = "") -> dict[int, float]:
+def cached_relative_costs(lm: CachedLM | LlamaCppLM, cache_file: Path | None, extra: str = "") -> dict[int, float]:
     """The calibrated shape for this setup, measured once and kept in `cache_file` (JSON)."""
     key = setup_key(lm, extra)
     table = read_table(cache_file)

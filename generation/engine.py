@@ -18,20 +18,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import torch
-
 from core.paths import cache_root
-from generation.cached_lm import CachedLM
+from generation import arrays
+from generation.arrays import Generator
 from generation.calibration import cached_relative_costs, measure_pass_seconds
 from generation.detokenizer import IncrementalDetokenizer
 from generation.drafters import Draft, HybridDrafter, ModelDrafter, NgramDrafter, Origin
 from generation.drafters.base import TARGET
 from generation.drafters.policy import DraftModelRecord, PassCost
 from generation.errors import SpecragError
-from generation.linear_layout import kernel_layout
 from generation.llamacpp_lm import LlamaCppLM
 from generation.prefix_store import PrefixStore
-from generation.quantized_model import numeric_path
 from generation.repetition import RepetitionGuard, numeral_classes
 from generation.sampling import SamplingParams, logits_to_probs
 from generation.stats import Stats
@@ -41,6 +38,8 @@ from generation.verifier import verify
 
 if TYPE_CHECKING:  # transformers' modeling_utils: 128 MB and 3 s to import, which the llama.cpp path never needs
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from generation.cached_lm import CachedLM
 
 SPECULATION_MODES = ("none", "ngram", "model", "hybrid")
 
@@ -173,12 +172,12 @@ class Engine:
         if logits is None:  # the whole prompt came from the cache: feed its last token again
             self.target.crop(len(ids) - 1)
             logits = self.target.extend(ids[-1:], last_only=True)
-        logprobs = logits[-1].float().log_softmax(-1)
+        logprobs = arrays.log_softmax(arrays.float32(logits[-1]))
         return [float(logprobs[token]) for token in candidates]
 
     def pass_seconds(self, sizes: Sequence[int], context: int, repeats: int = 3) -> tuple[dict[int, float], float]:
         """Seconds of a target pass over n tokens after `context` random tokens, and of that context's prefill."""
-        ids = torch.randint(0, self.target.vocab_size, (context,)).tolist()
+        ids = arrays.random_tokens(self.target, self.target.vocab_size, context, seed=0)
         start = time.perf_counter()
         self.target.prefill(ids)
         prefill = time.perf_counter() - start
@@ -193,10 +192,11 @@ class Engine:
             self.target.restore(prefix_cache)
             lm = self.target
         else:
+            from generation.cached_lm import CachedLM
+
             lm = CachedLM(self.target.model, keep_snapshot=False)
             lm.cache = copy.deepcopy(prefix_cache)
-        top = torch.topk(lm.extend(list(token_ids), last_only=True)[-1].float(), 2).values
-        return round(float(top[0] - top[1]), 6)
+        return round(arrays.top_two_gap(lm.extend(list(token_ids), last_only=True)[-1]), 6)
 
     def generate(
         self,
@@ -210,7 +210,7 @@ class Engine:
         config = config or GenerationConfig()
         if not prompt_ids:
             raise SpecragError("the prompt is empty: nothing to continue")
-        generator = torch.Generator(device=self.target.device).manual_seed(config.seed)
+        generator = arrays.new_generator(self.target, config.seed)
         stats = Stats(prompt_tokens=len(prompt_ids))
         start = time.perf_counter()
         drafter = self._make_drafter(config, chunks, generator)
@@ -244,7 +244,7 @@ class Engine:
             drafter.prefill(prompt_ids)
 
     def _make_drafter(
-        self, config: GenerationConfig, chunks: Sequence[Sequence[int]], generator: torch.Generator
+        self, config: GenerationConfig, chunks: Sequence[Sequence[int]], generator: Generator
     ) -> HybridDrafter | None:
         if config.speculation == "none" or not self.verifies_drafts:
             return None
@@ -273,7 +273,7 @@ class _Decoding:
         engine: Engine,
         config: GenerationConfig,
         drafter: HybridDrafter | None,
-        generator: torch.Generator,
+        generator: Generator,
         stats: Stats,
         context: list[int],
         start: float,
@@ -363,13 +363,20 @@ class _Decoding:
 
 def as_cached(model: PreTrainedModel | LlamaCppLM) -> CachedLM | LlamaCppLM:
     """The model with its KV cache: llama.cpp keeps its own, a transformers model gets a CachedLM."""
-    return model if isinstance(model, LlamaCppLM) else CachedLM(model)
+    if isinstance(model, LlamaCppLM):
+        return model
+    from generation.cached_lm import CachedLM
+
+    return CachedLM(model)
 
 
 def calibration_extra(model: PreTrainedModel | LlamaCppLM) -> str:
     """What besides model, dtype and threads changes the pass cost: kernel layout and numeric path."""
     if isinstance(model, LlamaCppLM):
         return "llamacpp"
+    from generation.linear_layout import kernel_layout
+    from generation.quantized_model import numeric_path
+
     path = numeric_path(model)
     return kernel_layout(model) + ("" if path == "none" else f"|{path}")
 

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from generation import llamacpp_log
-from generation.cached_lm import common_prefix_length
 from generation.errors import ModelError, SpecragError
+from generation.gguf_tokenizer import GgufTokenizer
+from generation.token_ids import common_prefix_length
 
 BATCH = 512  # tokens per llama_decode call (llama.cpp's default batch)
 OUTPUTS = 32  # logits rows a call may return: sizes llama.cpp's output buffer (512 rows of 151,936 floats: 311 MB)
@@ -73,8 +73,9 @@ class EosConfig:
 class LlamaCppLM:
     """One llama.cpp context over a GGUF file, holding one sequence in its KV cache."""
 
-    device = torch.device("cpu")
+    device = "cpu"
     dtype = "gguf"  # the weights keep the GGUF's own formats (Q4_K, Q6_K...)
+    array_library = "numpy"  # logits are numpy arrays: a process that runs only llama.cpp needs no torch
 
     def __init__(
         self, gguf: Path, n_ctx: int = 8192, threads: int = 2, keep_snapshot: bool = True, row_invariant: bool = True
@@ -110,6 +111,10 @@ class LlamaCppLM:
         self.keep_snapshot = keep_snapshot
         self._snapshot: list[int] | None = None  # the last prompt; its positions stay cached until cropped
         self.reused = 0  # how many tokens the last prefill took from the cache
+
+    def tokenizer(self) -> GgufTokenizer:
+        """The GGUF's own tokenizer, run by llama.cpp on the vocabulary this model already holds."""
+        return GgufTokenizer(self._b, self._model, owner=self)
 
     @property
     def model(self) -> LlamaCppLM:
@@ -157,7 +162,7 @@ class LlamaCppLM:
             self._snapshot = list(token_ids)
         return True
 
-    def extend(self, token_ids: list[int], last_only: bool = False) -> torch.Tensor:
+    def extend(self, token_ids: list[int], last_only: bool = False) -> np.ndarray:
         """Feed tokens after the cached ones; return logits [n, V] (or [1, V] if last_only)."""
         if not token_ids:
             raise SpecragError("nothing to feed the model")
@@ -171,7 +176,7 @@ class LlamaCppLM:
             chunk = token_ids[start : start + step]
             wanted = range(len(chunk)) if not last_only else [len(chunk) - 1] if start + step >= len(token_ids) else []
             rows.append(self._decode(chunk, wanted))
-        return torch.from_numpy(np.concatenate(rows))
+        return np.concatenate(rows)
 
     def _decode(self, chunk: list[int], wanted: range | list[int]) -> np.ndarray:
         batch, base = self._batch, self.length
@@ -196,7 +201,7 @@ class LlamaCppLM:
         pointer = ctypes.cast(self._b.llama_get_logits(self._context), ctypes.POINTER(ctypes.c_float))
         return np.ctypeslib.as_array(pointer, (len(wanted), self.vocab_size)).copy()
 
-    def prefill(self, token_ids: list[int]) -> torch.Tensor | None:
+    def prefill(self, token_ids: list[int]) -> np.ndarray | None:
         """Reset to exactly `token_ids`, keeping the cached common prefix with the last prompt.
 
         Returns the logits after the last token, or None when the whole prompt was cached."""

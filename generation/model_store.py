@@ -207,24 +207,3 @@ def gguf_file(name: str) -> Path | None:
         return assemble_gguf(PACKAGED[name])
     path = Path(name).expanduser()
     return path if path.suffix == ".gguf" else None
-
-
-def ensure_tokenizer(gguf_path: Path, root: Path | None = None) -> Path:
-    """A folder with the GGUF's tokenizer in transformers' format, converted once and cached by file name.
-
-    For models that run from their GGUF (the llamacpp path): no weights are converted."""
-    from transformers import AutoTokenizer
-
-    root = root or cache_root()
-    out_dir = root / "tokenizers" / gguf_path.stem
-    if (out_dir / "tokenizer_config.json").exists():
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".converting-{out_dir.name}-"))
-    try:
-        AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name).save_pretrained(tmp)
-        _publish(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir

@@ -3,42 +3,42 @@
 A model name is `default-target` / `default-draft` (the packaged GGUFs, converted once
 into the cache), a local Hugging Face model directory, or a hub id for users who have a
 network. Target and draft must tokenize identically or their drafts cannot be verified.
+
+torch and transformers are imported only where a torch model is loaded: on the llama.cpp paths
+the process never imports them (~220 MB of resident memory; see path_choice.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
-from generation.linear_layout import patch_linear_layout
 from generation.llamacpp_lm import LlamaCppLM
-from generation.mlas_linear import to_mlas, use_cores_for_mlas
-from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model, ensure_tokenizer, gguf_file
-from generation.numeric_path import cached_wide_plan, resolve_path
-from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS
-from generation.quantized import set_int4_wide_rows, set_wide_dtype
-from generation.quantized_model import MLAS
+from generation.llamacpp_lm import available as llamacpp_available
+from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model, gguf_file
+from generation.path_choice import cpu_only, remembered_auto_path
+from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS
 
 if TYPE_CHECKING:  # modeling_utils: 128 MB and 3 s to import, loaded by the first torch model, not before
-    from transformers import PreTrainedModel
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    from generation.gguf_tokenizer import GgufTokenizer
+
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass
 class LoadedModels:
     target: PreTrainedModel | LlamaCppLM
-    tokenizer: PreTrainedTokenizerBase
+    tokenizer: PreTrainedTokenizerBase | GgufTokenizer
     draft: PreTrainedModel | LlamaCppLM | None
     target_path: str
     draft_path: str | None
-    device: torch.device
+    device: Any  # a torch.device; "cpu" on llama.cpp
     draft_int8: bool = False
     linear_layout_patched: bool = False
     quant: str = "none"  # the numeric path both models run on: none (float weights), int4, int8
@@ -54,6 +54,8 @@ def resolve_model(name: str) -> str:
 
 
 def pick_device(device: str = "auto") -> torch.device:
+    import torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -70,16 +72,20 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     benchmark in bf16, every speculative method (transformers' too) diverged from plain bf16
     greedy on 1-2 questions at margins of 0-0.125. float32 keeps the token-for-token promise.
     """
+    import torch
+
     if dtype == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
     if dtype not in DTYPES:
         raise ModelError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+    return getattr(torch, dtype)
 
 
 def load_causal_lm(path: str, device: torch.device, dtype: torch.dtype) -> PreTrainedModel:
+    from transformers import AutoModelForCausalLM
+
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except OSError as err:
@@ -88,8 +94,8 @@ def load_causal_lm(path: str, device: torch.device, dtype: torch.dtype) -> PreTr
 
 
 def check_same_vocabulary(
-    target_tok: PreTrainedTokenizerBase,
-    draft_tok: PreTrainedTokenizerBase,
+    target_tok: PreTrainedTokenizerBase | GgufTokenizer,
+    draft_tok: PreTrainedTokenizerBase | GgufTokenizer,
     target: PreTrainedModel | LlamaCppLM,
     draft: PreTrainedModel | LlamaCppLM,
 ) -> None:
@@ -121,6 +127,7 @@ def quantize_draft_int8(model: PreTrainedModel) -> PreTrainedModel:
     """
     import warnings
 
+    import torch
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     with warnings.catch_warnings():
@@ -133,6 +140,8 @@ def load_quantized_lm(name: str, mode: str, draft: bool = False) -> tuple[PreTra
     """A model on the int4/int8 path and its directory: packaged models straight from their GGUF
     (cached, no float32 copy); other models are loaded in float32 once and quantized in memory.
     A packaged draft on the int4 path has every matrix in int4 (quantized_model.DRAFT_INT4)."""
+    import torch
+
     from generation.quantized_model import DRAFT_INT4, load_quantized, quantize_module_tree
 
     if name in PACKAGED:
@@ -162,14 +171,25 @@ def load_models(
     The transposed layout is off by default: in whole-model passes on this 2-core CPU the
     stock kernel was as fast or faster (r(2..3) = 1.0 stock vs 1.18 transposed).
     """
-    dev = pick_device(device)
     if quant == "auto" and target not in PACKAGED:
         quant = "none"  # a model given as a folder or hub id runs on its own weights unless a path is asked for
-    path = resolve_path(quant, dev, dtype, cache_root() / "calibration.json", target if target in PACKAGED else None)
+    calibration = cache_root() / "calibration.json"
+    known = remembered_auto_path(calibration, target, device, dtype) if quant == "auto" else quant
+    if known in LLAMACPP_PATHS and cpu_only(device) and llamacpp_available():  # no torch in this process
+        return load_llamacpp_models(target, draft, row_invariant=known == LLAMACPP, context=context)
+    from transformers import AutoTokenizer
+
+    from generation.linear_layout import patch_linear_layout
+    from generation.numeric_path import resolve_path
+
+    dev = pick_device(device)
+    path = resolve_path(quant, dev, dtype, calibration, target if target in PACKAGED else None)
     if path in LLAMACPP_PATHS:
         return load_llamacpp_models(target, draft, row_invariant=path == LLAMACPP, context=context)
     if path != "none":
         return load_quantized_models(target, draft, dev, path)
+    import torch
+
     torch_dtype = pick_dtype(dtype, dev)
     target_path = resolve_model(target)
     tokenizer = AutoTokenizer.from_pretrained(target_path)
@@ -190,6 +210,12 @@ def load_models(
 def load_quantized_models(target: str, draft: str | None, dev: torch.device, mode: str) -> LoadedModels:
     """Target and draft on the int4/int8 path (the draft too: its bf16-activation kernels are
     the fastest drafter measured here, and a draft only proposes, so exactness is unaffected)."""
+    from transformers import AutoTokenizer
+
+    from generation.mlas_linear import to_mlas, use_cores_for_mlas
+    from generation.numeric_path import cached_wide_plan
+    from generation.quantized import set_int4_wide_rows, set_wide_dtype
+
     mlas, weights = mode == MLAS, "int4" if mode == MLAS else mode
     if not mlas:
         wide_dtype, wide_rows = cached_wide_plan(cache_root() / "calibration.json")
@@ -215,21 +241,20 @@ def load_llamacpp_models(
 ) -> LoadedModels:
     """Target and draft as GGUF files on llama.cpp (llamacpp_lm.py), with the target GGUF's tokenizer.
 
-    Nothing is converted but the tokenizer: the GGUF files are the weights, mapped from disk. Without row
-    invariance (the f16 KV cache) the target verifies no drafts, so no draft model is loaded."""
+    Nothing is converted: the GGUF files are the weights, mapped from disk, and their own vocabularies
+    tokenize (gguf_tokenizer.py). Without row invariance (the f16 KV cache) the target verifies no
+    drafts, so no draft model is loaded."""
     target_gguf = _gguf_or_error(target)
-    tokenizer = AutoTokenizer.from_pretrained(ensure_tokenizer(target_gguf))
     n_ctx = min(context or LLAMACPP_CONTEXT, LLAMACPP_CONTEXT)
     target_lm = LlamaCppLM(target_gguf, n_ctx=n_ctx, row_invariant=row_invariant)
+    tokenizer = target_lm.tokenizer()
     draft_lm, draft_path = None, None
     if draft and row_invariant:
         draft_gguf = _gguf_or_error(draft)
         draft_lm, draft_path = LlamaCppLM(draft_gguf, n_ctx=n_ctx), str(draft_gguf)
-        check_same_vocabulary(
-            tokenizer, AutoTokenizer.from_pretrained(ensure_tokenizer(draft_gguf)), target_lm, draft_lm
-        )
+        check_same_vocabulary(tokenizer, draft_lm.tokenizer(), target_lm, draft_lm)
     path = LLAMACPP if row_invariant else LLAMACPP_F16
-    return LoadedModels(target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, torch.device("cpu"), quant=path)
+    return LoadedModels(target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, "cpu", quant=path)
 
 
 LLAMACPP_CONTEXT = (

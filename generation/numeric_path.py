@@ -33,6 +33,7 @@ from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
 from generation.llamacpp_lm import available as llamacpp_available
 from generation.mlas_linear import available as mlas_available
 from generation.model_store import gguf_file
+from generation.path_choice import remember_auto_path
 from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 
@@ -59,6 +60,13 @@ def resolve_path(
         return path
     if device.type != "cpu" or dtype != "auto":
         return "none"
+    chosen = _fastest_on_cpu(cache_file, target)
+    if target is not None:
+        remember_auto_path(cache_file, target, chosen)  # so a later process can read it without torch
+    return chosen
+
+
+def _fastest_on_cpu(cache_file: Path | None, target: str | None) -> str:
     torch_path = cached_fastest_path(cache_file)
     if target is None or torch_path == "none" or not llamacpp_available():
         return torch_path

@@ -2,14 +2,16 @@
 
 Convention used across generation/: p is the target distribution, q the draft's.
 Both are produced by the same `logits_to_probs`, so speculative sampling compares like
-with like. Temperature 0 is an explicit argmax branch returning one-hot rows.
+with like. Temperature 0 is an explicit argmax branch returning one-hot rows. Logits are torch
+tensors or numpy arrays (llama.cpp), whichever the runner gives (arrays.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from generation import arrays
+from generation.arrays import Generator, Logits
 
 
 @dataclass(frozen=True)
@@ -33,25 +35,19 @@ class SamplingParams:
         return self.temperature == 0.0
 
 
-def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+def logits_to_probs(logits: Logits, params: SamplingParams) -> Logits:
     """Warp logits [..., V] into probabilities [..., V] (float32)."""
-    logits = logits.float()
+    logits = arrays.float32(logits)
     if params.greedy:
-        return torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+        return arrays.one_hot_argmax(logits)
     logits = logits / params.temperature
     if params.top_k and params.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
+        logits = arrays.keep_top_k(logits, params.top_k)
     if params.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        # drop a token once the mass before it already reaches top_p (the top token always stays)
-        drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= params.top_p
-        drop = drop_sorted.scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits.softmax(-1)
+        logits = arrays.keep_top_p(logits, params.top_p)
+    return arrays.softmax(logits)
 
 
-def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+def sample(probs: Logits, generator: Generator) -> int:
     """Draw one token id from a 1-D distribution."""
-    return int(torch.multinomial(probs, 1, generator=generator).item())
+    return arrays.sample(probs, generator)

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-import torch
+from generation import arrays
+from generation.arrays import Logits
 
 
 class TokenFilter(Protocol):
-    def restrict(self, answer_ids: Sequence[int], logits: torch.Tensor, greedy: bool) -> torch.Tensor:
+    def restrict(self, answer_ids: Sequence[int], logits: Logits, greedy: bool) -> Logits:
         """The row of next-token `logits` after `answer_ids`, with the tokens the rule forbids at -inf.
 
         It must depend on nothing but its arguments (and state fixed before decoding starts).
@@ -26,8 +27,8 @@ class TokenFilter(Protocol):
 
 
 def filter_rows(
-    token_filter: TokenFilter, answer_ids: Sequence[int], draft: Sequence[int], logits: torch.Tensor, greedy: bool
-) -> torch.Tensor:
+    token_filter: TokenFilter, answer_ids: Sequence[int], draft: Sequence[int], logits: Logits, greedy: bool
+) -> Logits:
     """Filter each row of a pass over [last token, *draft]: row i continues answer_ids + draft[:i]."""
     rows = [token_filter.restrict([*answer_ids, *draft[:i]], logits[i], greedy) for i in range(logits.shape[0])]
-    return torch.stack(rows)
+    return arrays.stack(rows)

@@ -15,16 +15,16 @@ engine takes from the logits themselves.
 
 from __future__ import annotations
 
-import torch
-
+from generation import arrays
+from generation.arrays import Generator, Logits
 from generation.sampling import sample
 
 
 def verify(
-    target_probs: torch.Tensor,
+    target_probs: Logits,
     draft_tokens: list[int],
-    draft_probs: list[torch.Tensor | None],
-    generator: torch.Generator | None,
+    draft_probs: list[Logits | None],
+    generator: Generator,
     greedy: bool,
 ) -> list[int]:
     """Return accepted draft tokens plus one target token (length 1..k+1)."""
@@ -40,7 +40,7 @@ def verify(
         p = target_probs[i]
         q_x = 1.0 if q is None else float(q[token])
         p_x = float(p[token])
-        u = torch.rand((), generator=generator, device=p.device).item()
+        u = arrays.uniform(generator)
         if q_x > 0 and u * q_x < p_x:  # u < p/q without dividing
             accepted.append(token)
             continue
@@ -50,20 +50,16 @@ def verify(
     return accepted
 
 
-def _residual(p: torch.Tensor, token: int, q: torch.Tensor | None) -> torch.Tensor:
+def _residual(p: Logits, token: int, q: Logits | None) -> Logits:
     """norm(max(0, p - q)); for a point mass at `token` this is p with `token` removed."""
-    if q is None:
-        residual = p.clone()
-        residual[token] = 0.0
-    else:
-        residual = (p - q).clamp_min_(0.0)
+    residual = arrays.without(p, token) if q is None else arrays.positive_part(p - q)
     total = residual.sum()
     if total <= 0:  # p <= q everywhere means p == q: rejection had probability 0
         return p
     return residual / total
 
 
-def _verify_greedy(target_rows: torch.Tensor, draft_tokens: list[int]) -> list[int]:
+def _verify_greedy(target_rows: Logits, draft_tokens: list[int]) -> list[int]:
     """Keep the draft while it equals each row's argmax; rows may be one-hot probabilities or the logits."""
     targets = target_rows.argmax(-1).tolist()
     accepted: list[int] = []

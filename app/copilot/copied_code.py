@@ -23,10 +23,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from app.copilot.code_spans import OPTION
 from app.copilot.grounding import GroundingSources, drop_prompt, normalise
+from generation import arrays
+from generation.arrays import Logits
 
 CANDIDATES = 40  # the likeliest tokens searched for an allowed one (a copy is nearly always among them)
 # Steer only to a token at least a tenth as likely as the model's choice (logits within ln 10). Further
@@ -53,10 +53,10 @@ class CopiedCode:
         self.steered = 0  # rows where the likeliest token was not allowed and another was taken
         self.left_alone = 0  # rows where no likely token was allowed (what follows is flagged, not steered)
 
-    def restrict(self, answer_ids: Sequence[int], logits: torch.Tensor, greedy: bool) -> torch.Tensor:
+    def restrict(self, answer_ids: Sequence[int], logits: Logits, greedy: bool) -> Logits:
         text = self.tokenizer.decode(list(answer_ids), skip_special_tokens=True)
         free = not in_code_item(text)
-        order = torch.topk(logits, min(self.candidates, logits.shape[-1])).indices.tolist()
+        order = arrays.top_indices(logits, self.candidates)
         top = order[0]
         if greedy and self._allows(text, top, free, top):
             return logits
@@ -74,10 +74,7 @@ class CopiedCode:
         if len(allowed) == len(plausible):
             return logits  # nothing plausible was forbidden
         self.steered += 1
-        kept = torch.tensor(allowed, device=logits.device)
-        masked = torch.full_like(logits, float("-inf"))
-        masked[kept] = logits[kept]
-        return masked
+        return arrays.only(logits, allowed)
 
     def _allows(self, text: str, token: int, free: bool, top: int) -> bool:
         piece = self._piece(token)

@@ -15,7 +15,7 @@ from typing import Any
 
 from app.copilot.events import Passage, Turn
 from core.errors import SpecragError
-from generation.cached_lm import common_prefix_length
+from generation.token_ids import common_prefix_length
 
 SYSTEM_PROMPT = (
     "You are a copilot for shift operators. Answer only from the numbered sources, never from general knowledge.\n"

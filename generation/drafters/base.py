@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import torch
+from generation.arrays import Logits
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ MODEL = Origin("model")
 @dataclass
 class Draft:
     tokens: list[int] = field(default_factory=list)
-    probs: list[torch.Tensor | None] = field(default_factory=list)  # q per token; None = point mass
+    probs: list[Logits | None] = field(default_factory=list)  # q per token; None = point mass
     origins: list[Origin] = field(default_factory=list)
 
     def __len__(self) -> int:

@@ -19,13 +19,18 @@ The draft only proposes; what it sees changes acceptance, never the output.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-import torch
-
-from generation.cached_lm import CachedLM, common_prefix_length
+from generation import arrays
+from generation.arrays import Generator, Logits
 from generation.drafters.base import MODEL, Draft
 from generation.drafters.policy import ConfidenceCalibration, PassCost, best_prefix, worth_drafting_on
 from generation.sampling import SamplingParams, logits_to_probs, sample
+from generation.token_ids import common_prefix_length
+
+if TYPE_CHECKING:
+    from generation.cached_lm import CachedLM
+    from generation.llamacpp_lm import LlamaCppLM
 
 
 class ModelDrafter:
@@ -33,9 +38,9 @@ class ModelDrafter:
 
     def __init__(
         self,
-        lm: CachedLM,
+        lm: CachedLM | LlamaCppLM,
         params: SamplingParams,
-        generator: torch.Generator | None,
+        generator: Generator,
         min_confidence: float = 0.3,
         context_tokens: int | None = None,
     ) -> None:
@@ -89,7 +94,7 @@ class ModelDrafter:
             draft.tokens.append(token)
             draft.probs.append(None if self.params.greedy else q)  # greedy q is a point mass
             draft.origins.append(MODEL)
-            confidence = float(torch.softmax(logits.float(), -1).max()) if self.params.greedy else float(q[token])
+            confidence = float(arrays.softmax(arrays.float32(logits)).max()) if self.params.greedy else float(q[token])
             self._confidences.append(confidence)
             survival = self.calibration(confidence)
             prefix_probs.append((prefix_probs[-1] if prefix_probs else 1.0) * survival)
@@ -112,7 +117,7 @@ class ModelDrafter:
     def observe(self, num_accepted: int) -> None:
         self.calibration.update(self._confidences, num_accepted)
 
-    def _logits_after(self, context_ids: list[int]) -> torch.Tensor:
+    def _logits_after(self, context_ids: list[int]) -> Logits:
         """Sync the cache to context[:-1] + feed the rest; return logits for the next token."""
         context_ids = self._view + list(context_ids[self._prompt_length :])
         common = min(common_prefix_length(self.fed, context_ids), len(context_ids) - 1)

@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from generation.cached_lm import common_prefix_length
 from generation.drafters.base import Draft, Origin
+from generation.token_ids import common_prefix_length
 
 
 class NgramTable:

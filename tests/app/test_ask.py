@@ -125,10 +125,16 @@ def test_the_llamacpp_loader_never_exceeds_its_conversation_context(monkeypatch,
     from generation import models
 
     sizes = []
+
+    class Runner:
+        def __init__(self, gguf, n_ctx, **kw):
+            sizes.append(n_ctx)
+
+        def tokenizer(self):
+            return object()
+
     monkeypatch.setattr(models, "_gguf_or_error", lambda name: tmp_path / "t.gguf")
-    monkeypatch.setattr(models, "ensure_tokenizer", lambda gguf: "tok")
-    monkeypatch.setattr(models.AutoTokenizer, "from_pretrained", staticmethod(lambda path: object()))
-    monkeypatch.setattr(models, "LlamaCppLM", lambda gguf, n_ctx, **kw: sizes.append(n_ctx))
+    monkeypatch.setattr(models, "LlamaCppLM", Runner)
     for context in (None, 4096, 100_000):
         models.load_llamacpp_models("t", None, row_invariant=False, context=context)
     assert sizes == [models.LLAMACPP_CONTEXT, 4096, models.LLAMACPP_CONTEXT]

@@ -356,7 +356,7 @@ def stages(events):
 
 def test_judge_lets_a_weak_match_through_when_the_model_finds_the_answer(copilot, judged):
     from app.copilot.prompting import JUDGE_QUESTION, build_messages, encode_prompt
-    from generation.cached_lm import common_prefix_length
+    from generation.token_ids import common_prefix_length
 
     events = list(copilot.answer("How do I drain a node?"))
     final = events[-1]

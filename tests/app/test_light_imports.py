@@ -6,8 +6,12 @@ process, though only a torch model uses the first two and nothing here uses numb
 import them under TYPE_CHECKING; the int4 path imports them when it builds its first model.
 """
 
+import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 HEAVY = ("transformers.modeling_utils", "torch._dynamo", "sympy", "accelerate", "numba")
 PROBE = f"""
@@ -40,3 +44,36 @@ print(model.config._attn_implementation == NAME, tuple(out.shape))
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "(1,", "3,", "64)"]
+
+
+# Qwen's ChatML layout, so the prompt goes through the GGUF's own template (gguf_tokenizer.py)
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+ASK = """
+import sys
+from app.cli import main
+status = main(sys.argv[1:])
+print("HEAVY", *[name for name in ("torch", "transformers", "faiss", "bm25s", "scipy") if name in sys.modules])
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("temperature", ["0", "0.7"])
+def test_ask_on_llama_cpp_runs_without_torch_or_transformers(tmp_path, temperature):
+    """`specrag ask` on a GGUF: tokenizer, chat template, decoding, sampling and the grounding filter run on
+    llama.cpp and numpy alone (torch is ~220 MB of the peak RSS the issue caps at 1.3x the weights)."""
+    from tiny_gguf import write_tiny_gguf
+
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf", chat_template=CHATML)
+    context = tmp_path / "runbook.txt"
+    context.write_text("Drain a node: `scontrol update nodename=c042 state=drain reason=maint`.\n")
+    argv = ["ask", "How do I drain c042?", "--context-file", str(context), "--target", str(gguf), "--draft", "none"]
+    argv += ["--quant", "llamacpp-f16", "--max-new-tokens", "24", "--temperature", temperature, "--json"]
+    env = {**os.environ, "SPECRAG_HOME": str(tmp_path / "home")}
+    run = subprocess.run([sys.executable, "-c", ASK, *argv], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    answer, heavy = run.stdout.strip().splitlines()[-2:]
+    assert heavy.split() == ["HEAVY"]
+    assert json.loads(answer)["stats"]["new_tokens"] > 0

@@ -5,11 +5,13 @@ import gc
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from exactness import assert_greedy_speculation_matches_plain
 from tiny_gguf import write_tiny_gguf
 
+from generation.arrays import log_softmax
 from generation.engine import Engine, GenerationConfig
 from generation.errors import ModelError, SpecragError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
@@ -36,10 +38,10 @@ def test_a_token_decoded_plainly_and_verified_in_the_widest_pass_get_bit_identic
     context, new = tokens(600, 0), tokens(MAX_ROWS, 1)
     target_lm.reset()
     target_lm.extend(context, last_only=True)
-    plain = torch.stack([target_lm.extend([token])[-1].clone() for token in new])
+    plain = np.stack([target_lm.extend([token])[-1].copy() for token in new])
     for width in range(2, MAX_ROWS + 1):
         target_lm.crop(len(context))
-        assert torch.equal(target_lm.extend(new[:width]), plain[:width]), width
+        assert np.array_equal(target_lm.extend(new[:width]), plain[:width]), width
 
 
 def test_prefill_keeps_the_common_prefix_with_the_last_prompt_and_crop_rolls_back(gguf_files):
@@ -54,7 +56,7 @@ def test_prefill_keeps_the_common_prefix_with_the_last_prompt_and_crop_rolls_bac
     assert lm.prefill(second) is None and lm.reused == 250  # the whole prompt is cached
     before = lm.extend([7, 8, 9])
     lm.crop(250)
-    assert lm.length == 250 and torch.equal(lm.extend([7, 8, 9]), before)
+    assert lm.length == 250 and np.array_equal(lm.extend([7, 8, 9]), before)
     with pytest.raises(ValueError, match="cannot crop"):
         lm.crop(400)
 
@@ -63,8 +65,8 @@ def test_an_empty_context_shrinks_to_what_a_prompt_needs_and_computes_the_same_l
     lm, fresh = LlamaCppLM(gguf_files[0], n_ctx=2048), LlamaCppLM(gguf_files[0], n_ctx=512)
     assert lm.shrink_context(512) and lm.config.max_position_embeddings == 512
     prompt = tokens(300, 5)
-    assert torch.equal(lm.prefill(prompt), fresh.prefill(prompt))
-    assert torch.equal(lm.extend([7, 8]), fresh.extend([7, 8]))
+    assert np.array_equal(lm.prefill(prompt), fresh.prefill(prompt))
+    assert np.array_equal(lm.extend([7, 8]), fresh.extend([7, 8]))
     assert not lm.shrink_context(256) and lm.config.max_position_embeddings == 512  # it holds tokens: left alone
     lm.reset()
     assert not lm.shrink_context(1024)  # never grows
@@ -163,7 +165,7 @@ def test_next_token_logprobs_on_llamacpp_match_the_prefill_and_survive_a_cached_
     engine = Engine(lm, None, eos_token_ids=[])
     prompt = tokens(120, 8)
     scored = engine.next_token_logprobs(prompt, (3, 5))
-    expected = LlamaCppLM(gguf_files[0], n_ctx=1024).prefill(prompt)[-1].float().log_softmax(-1)
+    expected = log_softmax(LlamaCppLM(gguf_files[0], n_ctx=1024).prefill(prompt)[-1])
     assert scored == [float(expected[3]), float(expected[5])]  # the same pieces, the same logits
     assert lm.tokens == prompt  # kept for the answer's prefill
     # whole prompt cached: the engine feeds the last token again (a different batch split, so near, not equal)

@@ -80,7 +80,10 @@ def real_fast_path(monkeypatch_module, request):
 
 
 def test_on_each_fast_path_a_plain_step_and_the_widest_verification_pass_give_bit_identical_logits(real_fast_path):
-    import torch
+    import numpy as np
+
+    def rows(logits) -> np.ndarray:  # torch paths give tensors, llama.cpp numpy arrays
+        return np.array(logits if isinstance(logits, np.ndarray) else logits.float().numpy(), copy=True)
 
     models, engine = real_fast_path
     lm = engine.target
@@ -89,9 +92,37 @@ def test_on_each_fast_path_a_plain_step_and_the_widest_verification_pass_give_bi
     lm.reset()
     lm.extend(prompt[:-20], last_only=True)
     new = prompt[-20 : -20 + widest]
-    plain = torch.stack([lm.extend([token])[-1].clone() for token in new])
+    plain = np.concatenate([rows(lm.extend([token])[-1:]) for token in new])
     lm.crop(len(prompt) - 20)
-    assert torch.equal(lm.extend(new), plain)
+    assert np.array_equal(rows(lm.extend(new)), plain)
+
+
+def test_the_gguf_tokenizer_matches_transformers_conversion_of_the_packaged_target(monkeypatch_module):
+    """llama.cpp tokenizes for the llama.cpp paths (gguf_tokenizer.py); transformers' conversion of the same
+    GGUF tokenized before: the corpora, prompts and decoded text must come out the same."""
+    monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
+    from transformers import AutoTokenizer
+
+    from app.copilot import Passage
+    from app.copilot.prompting import build_messages, encode_prompt
+    from generation.llamacpp_lm import LlamaCppLM
+    from generation.model_store import gguf_file
+
+    gguf = gguf_file("default-target")
+    ours = LlamaCppLM(gguf, n_ctx=256).tokenizer()
+    theirs = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    corpora = Path(__file__).resolve().parents[2] / "corpora"
+    texts = [p for f in sorted(corpora.rglob("*.md")) for p in f.read_text().split("\n\n") if p.strip()]
+    assert len(texts) > 100
+    for text in texts:
+        ids = theirs(text, add_special_tokens=False)["input_ids"]
+        assert ours(text)["input_ids"] == ids
+        assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+    passages = [Passage(i + 1, text, "runbook.md", "Runbook", "") for i, text in enumerate(texts[:6])]
+    history = [{"role": "assistant", "content": "Use `scontrol` [1]."}, {"role": "user", "content": "And <|im_end|>?"}]
+    for messages in (build_messages("How do I drain a node?", passages), history):
+        assert encode_prompt(ours, messages) == encode_prompt(theirs, messages)
+    assert ours.get_vocab() == theirs.get_vocab() and ours.eos_token_id == theirs.eos_token_id
 
 
 def test_on_each_fast_path_every_speculative_mode_matches_plain_greedy(real_fast_path):

@@ -32,7 +32,9 @@ def random_q4k(rows: int, cols: int, rng: np.random.Generator, scale: float = 0.
     return blocks.reshape(rows, -1)
 
 
-def write_tiny_gguf(path: Path, seed: int = 0, scale: float = 0.02, noise: float = 0.0) -> Path:
+def write_tiny_gguf(
+    path: Path, seed: int = 0, scale: float = 0.02, noise: float = 0.0, chat_template: str | None = None
+) -> Path:
     """The tiny model for `seed`; `noise` > 0 changes that share of its weight codes (a draft that mostly agrees)."""
     rng = np.random.default_rng(seed)
     noise_rng = np.random.default_rng(seed + 1000)
@@ -54,6 +56,8 @@ def write_tiny_gguf(path: Path, seed: int = 0, scale: float = 0.02, noise: float
     writer.add_token_types([1] * len(symbols) + [3])  # normal, then control
     writer.add_token_merges([f"{symbols[0]} {symbols[1]}"])
     writer.add_eos_token_id(len(symbols))
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
 
     kv = HIDDEN // HEADS * KV_HEADS
 

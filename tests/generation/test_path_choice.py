@@ -1,0 +1,59 @@
+"""`auto`'s decision read back without torch (generation/path_choice.py), so `specrag ask` on llama.cpp
+loads no torch; and only while the machine, its thread settings and the releases are those it was made on."""
+
+import pytest
+import torch
+
+from generation import models, path_choice
+from generation.numeric_path import resolve_path
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(path_choice, "cuda_driver_present", lambda: False)
+    for name in path_choice.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "calibration.json"
+
+
+def test_what_auto_resolved_to_is_recorded_and_read_back_only_where_it_still_applies(cache, monkeypatch):
+    from generation import numeric_path
+
+    monkeypatch.setattr(numeric_path, "_fastest_on_cpu", lambda cache_file, target: "llamacpp-f16")
+    assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") is None  # nothing measured yet
+    assert resolve_path("auto", torch.device("cpu"), "auto", cache, "default-target") == "llamacpp-f16"
+    assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") == "llamacpp-f16"
+    assert path_choice.remembered_auto_path(cache, "default-target", "cpu", "auto") == "llamacpp-f16"
+    assert path_choice.remembered_auto_path(cache, "default-draft", "auto", "auto") is None  # another model
+    assert path_choice.remembered_auto_path(cache, "default-target", "auto", "float32") is None  # the reference path
+    assert path_choice.remembered_auto_path(cache, "default-target", "cuda", "auto") is None
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # torch would run with other threads: measured again
+    assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") is None
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(path_choice, "cuda_driver_present", lambda: True)  # a GPU may be there: torch decides
+    assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") is None
+
+
+def test_a_remembered_llama_cpp_path_loads_without_resolving_it_again(cache, monkeypatch, tmp_path):
+    from generation import numeric_path
+
+    monkeypatch.setattr(models, "cache_root", lambda: tmp_path)
+    path_choice.remember_auto_path(cache, "default-target", "llamacpp-f16")
+    loaded = []
+    monkeypatch.setattr(models, "load_llamacpp_models", lambda *a, **kw: loaded.append(kw["row_invariant"]) or "m")
+
+    def resolved_again(*args):
+        raise LookupError("resolved again")
+
+    monkeypatch.setattr(numeric_path, "resolve_path", resolved_again)
+    monkeypatch.setattr(models, "llamacpp_available", lambda: True)
+    assert models.load_models("default-target", None) == "m" and loaded == [False]
+    with pytest.raises(LookupError):  # --dtype float32 still goes through the full resolution
+        models.load_models("default-target", None, dtype="float32")
+
+
+def test_a_damaged_calibration_file_means_measuring_again(cache):
+    cache.write_text("{not json")
+    assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") is None
+    path_choice.remember_auto_path(cache, "default-target", "llamacpp")
+    assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") == "llamacpp"
