@@ -1,8 +1,10 @@
 """`specrag ask`: answer one question, streaming the answer; a front end of the copilot pipeline.
 
 The passages come from `--context-file` files (split at blank lines) or, without any,
-from the retrieval index. Statuses and the closing summary (stats, sources, grounding
-warnings) go to stderr, the answer to stdout; `--json` prints one object instead.
+from the retrieval index, searched in a child process before the models load, so this process
+never imports the retrieval stack (app/copilot/search_process.py). Statuses and the closing
+summary (stats, sources, grounding warnings) go to stderr, the answer to stdout; `--json`
+prints one object instead.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
-from app.copilot import Copilot, Final, Passage, Status, Token, checked_question, collect
+from app.copilot import Copilot, CopilotOptions, Final, Passage, Status, Token, checked_question, collect
 from app.copilot.options import one_question_context
 from app.copilot.pipeline import SEARCHING
+from app.copilot.search_process import SearchProcess
 from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
 from core.errors import SpecragError
 
@@ -54,12 +57,10 @@ def run(args: argparse.Namespace) -> int:
     if passages is None:  # retrieved passages have a known size: no KV cache for a conversation (options.py)
         context = one_question_context(options.answer.passages, options.answer.max_new_tokens)
         options = replace(options, models=replace(options.models, context=context))
-    copilot = Copilot.load(options, open_index_first=passages is None)
-    if passages is None:  # searched as answer() would, then the index and its embedding model are let go
-        if not args.json:
-            render(Status("searching", SEARCHING))
-        passages, _ = copilot.retrieve_for(args.question, (), options.answer.passages)
-        copilot.release_index()  # peak RSS -60 MB here (2.02 -> 1.96 GB, 1.80x the GGUF)
+    if passages is None:
+        copilot, passages = load_and_search(args, options)
+    else:
+        copilot = Copilot.load(options)
     copilot.fit_context(args.question, passages)  # the context for this prompt, not the worst case (options.py)
     events = copilot.answer(args.question, passages=passages)
     final = collect(events, None if args.json else render)
@@ -71,6 +72,23 @@ def run(args: argparse.Namespace) -> int:
             print(f"\n⚠ WITHHELD: {final.withheld}", flush=True)
         print_summary(final)
     return 0
+
+
+def load_and_search(args: argparse.Namespace, options: CopilotOptions) -> tuple[Copilot, list[Passage]]:
+    """Search the index as answer() would, in a child process, then load the models here (in this
+    thread: torch's and OpenMP's thread settings stay with the generating thread). The child takes
+    the index, its embedding model and their imports (torch, transformers, FAISS, bm25s) with it when
+    it exits; this process only learns the model's id, for the gate. A missing index is reported at
+    once. The models load after the child has exited, not beside it: llama.cpp pages the whole GGUF
+    in as it loads, so the two together held 1.71-1.75 GB against 1.33 GB for this process alone,
+    and the load costs the first token well under a second."""
+    with SearchProcess(options, args.question, options.answer.passages) as search:
+        if not args.json:
+            render(Status("searching", SEARCHING))
+        passages, embedding_model = search.result()
+    copilot = Copilot.load(options)
+    copilot.searched_with(embedding_model)
+    return copilot, passages
 
 
 def read_paragraphs(path: Path) -> list[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import importlib
 import json
 import sys
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -29,6 +28,7 @@ import numpy as np
 
 from retrieval.chunking import Chunk
 from retrieval.errors import IndexCorruptError
+from retrieval.stemming import english_stemmer
 
 CHUNKS = "chunks.jsonl"
 VECTORS = "vectors.npy"
@@ -58,14 +58,6 @@ def _bm25s_without_numba() -> ModuleType:
 
 
 bm25s = _bm25s_without_numba()
-
-
-@cache
-def english_stemmer():
-    """PyStemmer's English stemmer, as BM25 stems with it (the answer checks stem words the same way)."""
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
 
 
 def bm25_tokens(texts: list[str]) -> list[list[str]]:

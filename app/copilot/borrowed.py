@@ -52,7 +52,7 @@ _TOKEN = re.compile(r"[A-Za-z0-9]+")
 
 
 def _stems(text: str) -> set[str]:
-    from retrieval.index import english_stemmer  # BM25's own stemmer; imported here, as faiss and bm25s come with it
+    from retrieval.stemming import english_stemmer  # BM25's own stemmer, without the index's imports
 
     return set(english_stemmer().stemWords([word.lower() for word in _WORD.findall(text)]))
 

@@ -92,7 +92,8 @@ class Copilot:
     ) -> None:
         self.loaded, self.options = loaded, options or CopilotOptions()
         self._retriever = retriever
-        self._released_embedding_model: str | None = None  # what the index was built with, after release_index
+        # what the index was built with, once it is let go (release_index) or searched elsewhere (searched_with)
+        self._released_embedding_model: str | None = None
         self._engine_lock = threading.Lock()
         # the shared prompt prefix's length once it is in the engine's cache (warm_up or the first answer), else 0
         self._fixed_prefix = 0
@@ -107,7 +108,8 @@ class Copilot:
     ) -> Copilot:
         """Load the models; with `open_index_first`, check the index before them, so that a missing one
         is reported in a second rather than after the models have loaded (a damaged one is found as it
-        opens), and open it (with its embedding model) in a thread while they load (`ask`: ~0.5 s sooner).
+        opens), and open it (with its embedding model) in a thread while they load (~0.5 s sooner; `ask`
+        searches in a child process instead: search_process.py).
         Without `need_index` (the chat), a missing or unreadable index is left for each question to report.
         The models load in this thread: torch's and OpenMP's thread counts are per thread, and a numeric
         path's settings must stay with the thread that will generate."""
@@ -199,13 +201,19 @@ class Copilot:
         return shrink(-(-(len(prompt) + options.max_new_tokens) // CONTEXT_STEP) * CONTEXT_STEP)
 
     def release_index(self) -> None:
-        """Let go of the index and its embedding model, and hand their memory back: a one-shot `ask` needs
+        """Let go of the index and its embedding model, and hand their memory back: a one-shot answer needs
         neither once its passages are found, and no longer holds them while the prompt is prefilled. The
-        gate still knows the embedding model; a later `retrieve` opens the index again."""
-        model = self.embedding_model
-        with self._retriever_lock:
-            self._retriever, self._released_embedding_model = None, model
+        gate still knows the embedding model; a later `retrieve` opens the index again. (`ask` no longer
+        opens the index in its own process at all: search_process.py.)"""
+        self.searched_with(self.embedding_model)
         release_free_memory()
+
+    def searched_with(self, embedding_model: str | None) -> None:
+        """The passages this copilot will be handed were searched elsewhere (`ask`'s search process,
+        app/copilot/search_process.py) in an index built with `embedding_model`: the gate reads its
+        threshold for that model without opening the index here. A later `retrieve` opens it."""
+        with self._retriever_lock:
+            self._retriever, self._released_embedding_model = None, embedding_model
 
     @property
     def embedding_model(self) -> str | None:

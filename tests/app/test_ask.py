@@ -107,12 +107,18 @@ class Loaded(Exception):
     ],
 )
 def test_a_one_question_ask_loads_a_context_sized_for_its_passages(monkeypatch, argv, context, context_file):
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from app import ask
     from app.copilot import Copilot
 
     def capture(options, **kwargs):
         raise Loaded(options)
 
     monkeypatch.setattr(Copilot, "load", capture)
+    found = SimpleNamespace(result=lambda: ([], None))  # no index here: a search that found nothing
+    monkeypatch.setattr(ask, "SearchProcess", lambda *args: nullcontext(found))
     with pytest.raises(Loaded) as loaded:
         main(["ask", "How do I drain a node?", *argv])
     assert loaded.value.args[0].models.context == context

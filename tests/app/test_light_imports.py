@@ -77,3 +77,16 @@ def test_ask_on_llama_cpp_runs_without_torch_or_transformers(tmp_path, temperatu
     answer, heavy = run.stdout.strip().splitlines()[-2:]
     assert heavy.split() == ["HEAVY"]
     assert json.loads(answer)["stats"]["new_tokens"] > 0
+
+
+def test_the_answer_checks_stem_words_without_the_index_modules():
+    """`ask` searches in a child process (app/copilot/search_process.py); its answer checks stem words as
+    BM25 does, and imported retrieval.index for the stemmer, mapping FAISS, bm25s and SciPy after all."""
+    probe = """
+import sys
+from app.copilot.borrowed import borrowed_sentences
+assert borrowed_sentences("Backups run nightly at 01:00 [1].", ["Drain the node."], "How do I drain a node?")
+print(*[name for name in ("faiss", "bm25s", "scipy", "retrieval.index") if name in sys.modules])
+"""
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []
