@@ -91,6 +91,7 @@ class LlamaCppLM:
         model_params = bindings.llama_model_default_params()
         model_params.use_extra_bufts = False  # no repacking (see the module docstring)
         self._model = bindings.llama_model_load_from_file(str(gguf).encode(), model_params)
+        llamacpp_log.raise_if_interrupted()
         if not self._model:
             raise ModelError(
                 f"llama.cpp could not load {gguf} ({llamacpp_log.why_failed() or 'no reason given'}): "
@@ -261,6 +262,7 @@ class LlamaCppLM:
         ctx_params.type_k = ctx_params.type_v = GGML_TYPE_BF16 if self.row_invariant else GGML_TYPE_F16
         ctx_params.no_perf = True
         self._ctx = b.llama_init_from_model(self._model, ctx_params)
+        llamacpp_log.raise_if_interrupted()
         if not self._ctx:
             raise ModelError(
                 f"llama.cpp could not make a context of {n_ctx} tokens for {self.path} "

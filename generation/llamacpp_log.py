@@ -22,7 +22,7 @@ LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WAR
 CONT = 5  # ggml.h: continues the previous message at its level
 
 _lock = threading.Lock()
-_state = {"level": logging.INFO, "pending": ""}
+_state = {"level": logging.INFO, "pending": "", "interrupted": False}
 recent_errors: collections.deque[str] = collections.deque(maxlen=4)
 _callback = None  # the ctypes callback, kept alive for as long as llama.cpp may call it
 
@@ -53,10 +53,24 @@ def route_llama_log() -> None:
 
     @bindings.llama_log_callback
     def callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-        on_log(level, text)
+        try:
+            on_log(level, text)
+        except KeyboardInterrupt:  # ctypes would print and drop it: raised once llama.cpp returns
+            _state["interrupted"] = True
 
     _callback = callback
     bindings.llama_log_set(callback, ctypes.c_void_p(0))
+
+
+def raise_if_interrupted() -> None:
+    """Raise the Ctrl-C that arrived while llama.cpp was logging (a model load logs hundreds of lines).
+
+    Python runs a signal's handler between bytecodes, so a KeyboardInterrupt can be raised inside the
+    log callback, where ctypes prints "Exception ignored" and carries on: the load went on as if
+    nothing had been pressed. Callers check after each llama.cpp call that logs."""
+    if _state["interrupted"]:
+        _state["interrupted"] = False
+        raise KeyboardInterrupt
 
 
 def why_failed() -> str:

@@ -11,6 +11,7 @@ import torch
 from exactness import assert_greedy_speculation_matches_plain
 from tiny_gguf import write_tiny_gguf
 
+from generation import llamacpp_log
 from generation.arrays import log_softmax
 from generation.engine import Engine, GenerationConfig
 from generation.errors import ModelError, SpecragError
@@ -170,3 +171,20 @@ def test_next_token_logprobs_on_llamacpp_match_the_prefill_and_survive_a_cached_
     assert lm.tokens == prompt  # kept for the answer's prefill
     # whole prompt cached: the engine feeds the last token again (a different batch split, so near, not equal)
     assert engine.next_token_logprobs(prompt, (3, 5)) == pytest.approx(scored, abs=1e-2)
+
+
+def test_ctrl_c_while_llama_cpp_logs_a_load_stops_the_load(gguf_files, monkeypatch):
+    """A KeyboardInterrupt raised in the log callback would be printed and dropped by ctypes."""
+    real = llamacpp_log.on_log
+    pressed = []
+
+    def on_log(level, text):
+        if not pressed:
+            pressed.append(True)
+            raise KeyboardInterrupt
+        real(level, text)
+
+    monkeypatch.setattr(llamacpp_log, "on_log", on_log)
+    with pytest.raises(KeyboardInterrupt):
+        LlamaCppLM(gguf_files[0], n_ctx=256)
+    assert pressed and LlamaCppLM(gguf_files[0], n_ctx=256).vocab_size == 257  # raised once, not again
