@@ -90,8 +90,8 @@ class LlamaCppLM:
         bindings.llama_backend_init()
         model_params = bindings.llama_model_default_params()
         model_params.use_extra_bufts = False  # no repacking (see the module docstring)
-        self._model = bindings.llama_model_load_from_file(str(gguf).encode(), model_params)
-        llamacpp_log.raise_if_interrupted()
+        with llamacpp_log.ctrl_c_after():
+            self._model = bindings.llama_model_load_from_file(str(gguf).encode(), model_params)
         if not self._model:
             raise ModelError(
                 f"llama.cpp could not load {gguf} ({llamacpp_log.why_failed() or 'no reason given'}): "
@@ -261,8 +261,8 @@ class LlamaCppLM:
         ctx_params.flash_attn_type = FLASH_ATTN_ENABLED
         ctx_params.type_k = ctx_params.type_v = GGML_TYPE_BF16 if self.row_invariant else GGML_TYPE_F16
         ctx_params.no_perf = True
-        self._ctx = b.llama_init_from_model(self._model, ctx_params)
-        llamacpp_log.raise_if_interrupted()
+        with llamacpp_log.ctrl_c_after():
+            self._ctx = b.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             raise ModelError(
                 f"llama.cpp could not make a context of {n_ctx} tokens for {self.path} "

@@ -13,16 +13,19 @@ level (logging.getLogger("specrag.llama_cpp").setLevel(logging.WARNING)).
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import logging
+import signal
 import threading
+from collections.abc import Iterator
 
 LOGGER = logging.getLogger("specrag.llama_cpp")
 LEVELS = {0: logging.CRITICAL, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 CONT = 5  # ggml.h: continues the previous message at its level
 
 _lock = threading.Lock()
-_state = {"level": logging.INFO, "pending": "", "interrupted": False}
+_state = {"level": logging.INFO, "pending": ""}
 recent_errors: collections.deque[str] = collections.deque(maxlen=4)
 _callback = None  # the ctypes callback, kept alive for as long as llama.cpp may call it
 
@@ -53,24 +56,33 @@ def route_llama_log() -> None:
 
     @bindings.llama_log_callback
     def callback(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-        try:
-            on_log(level, text)
-        except KeyboardInterrupt:  # ctypes would print and drop it: raised once llama.cpp returns
-            _state["interrupted"] = True
+        on_log(level, text)
 
     _callback = callback
     bindings.llama_log_set(callback, ctypes.c_void_p(0))
 
 
-def raise_if_interrupted() -> None:
-    """Raise the Ctrl-C that arrived while llama.cpp was logging (a model load logs hundreds of lines).
+@contextlib.contextmanager
+def ctrl_c_after() -> Iterator[None]:
+    """Hold Ctrl-C back during a llama.cpp call that logs (a model load logs hundreds of lines), and raise
+    it when the call returns.
 
-    Python runs a signal's handler between bytecodes, so a KeyboardInterrupt can be raised inside the
-    log callback, where ctypes prints "Exception ignored" and carries on: the load went on as if
-    nothing had been pressed. Callers check after each llama.cpp call that logs."""
-    if _state["interrupted"]:
-        _state["interrupted"] = False
-        raise KeyboardInterrupt
+    Python runs a signal's handler between bytecodes, so the KeyboardInterrupt of a Ctrl-C pressed during
+    a load was raised in the log callback, where ctypes prints "Exception ignored" and carries on: `ask`
+    went on loading and answered. Meanwhile a handler that only notes the press is in place. Only the
+    main thread can set one; where SIGINT is ignored or left to the system, nothing changes."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    pressed: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        previous(signal.SIGINT, None)  # Python's own handler raises KeyboardInterrupt
 
 
 def why_failed() -> str:

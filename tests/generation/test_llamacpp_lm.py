@@ -3,6 +3,7 @@ cache verbs, and speculation that decodes exactly plain's tokens."""
 
 import gc
 import logging
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -174,17 +175,19 @@ def test_next_token_logprobs_on_llamacpp_match_the_prefill_and_survive_a_cached_
 
 
 def test_ctrl_c_while_llama_cpp_logs_a_load_stops_the_load(gguf_files, monkeypatch):
-    """A KeyboardInterrupt raised in the log callback would be printed and dropped by ctypes."""
+    """Ctrl-C pressed while llama.cpp logs: Python's handler would raise in the log callback, where ctypes
+    prints and drops the KeyboardInterrupt, and the load would go on."""
     real = llamacpp_log.on_log
     pressed = []
 
     def on_log(level, text):
         if not pressed:
             pressed.append(True)
-            raise KeyboardInterrupt
+            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C, in the middle of the load's logging
         real(level, text)
 
     monkeypatch.setattr(llamacpp_log, "on_log", on_log)
     with pytest.raises(KeyboardInterrupt):
         LlamaCppLM(gguf_files[0], n_ctx=256)
-    assert pressed and LlamaCppLM(gguf_files[0], n_ctx=256).vocab_size == 257  # raised once, not again
+    assert pressed and signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    assert LlamaCppLM(gguf_files[0], n_ctx=256).vocab_size == 257  # raised once, not again
