@@ -75,7 +75,7 @@ def keep_top_k(logits: Logits, k: int) -> Logits:
     """Logits below the k-th largest of their row set to -inf."""
     if isinstance(logits, np.ndarray):
         kth = -np.partition(-logits, k - 1, axis=-1)[..., k - 1 : k]
-        return np.where(logits < kth, -np.inf, logits).astype(np.float32)
+        return np.where(logits < kth, -np.inf, logits).astype(np.float32, copy=False)
     import torch
 
     kth = torch.topk(logits, k, dim=-1).values[..., -1:]
@@ -91,7 +91,7 @@ def keep_top_p(logits: Logits, top_p: float) -> Logits:
         drop_sorted = (np.cumsum(mass, axis=-1) - mass) >= top_p
         drop = np.empty_like(drop_sorted)
         np.put_along_axis(drop, order, drop_sorted, axis=-1)
-        return np.where(drop, -np.inf, logits).astype(np.float32)
+        return np.where(drop, -np.inf, logits).astype(np.float32, copy=False)
     import torch
 
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)

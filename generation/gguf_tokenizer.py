@@ -26,7 +26,7 @@ class GgufTokenizer:
     `owner`: what frees that model, kept alive here so the vocabulary outlives every other use of it)."""
 
     def __init__(self, bindings: Any, model: Any, owner: object = None) -> None:
-        self._b, self._model, self._owner = bindings, model, owner
+        self._b, self._owner = bindings, owner
         self._vocab = bindings.llama_model_get_vocab(model)
         self._size = bindings.llama_vocab_n_tokens(self._vocab)
         eos = bindings.llama_vocab_eos(self._vocab)

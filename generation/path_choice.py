@@ -17,6 +17,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+from functools import cache
 from pathlib import Path
 
 from core.atomic import write_atomic
@@ -27,6 +28,7 @@ KIND = "auto-path"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's default thread count follows
 
 
+@cache  # a property of the machine: load_models asks twice (the remembered path, then the explicit one)
 def cuda_driver_present() -> bool:
     """Could CUDA be available here? Without NVIDIA's driver library no torch build can use a GPU."""
     try:

@@ -92,7 +92,7 @@ class Copilot:
     ) -> None:
         self.loaded, self.options = loaded, options or CopilotOptions()
         self._retriever = retriever
-        # what the index was built with, once it is let go (release_index) or searched elsewhere (searched_with)
+        # what the index was built with, once the passages come from a search elsewhere (searched_with)
         self._released_embedding_model: str | None = None
         self._engine_lock = threading.Lock()
         # the shared prompt prefix's length once it is in the engine's cache (warm_up or the first answer), else 0
@@ -199,14 +199,6 @@ class Copilot:
             return False
         prompt = self._prepare(question, [], list(passages), options, False).prompt_ids
         return shrink(-(-(len(prompt) + options.max_new_tokens) // CONTEXT_STEP) * CONTEXT_STEP)
-
-    def release_index(self) -> None:
-        """Let go of the index and its embedding model, and hand their memory back: a one-shot answer needs
-        neither once its passages are found, and no longer holds them while the prompt is prefilled. The
-        gate still knows the embedding model; a later `retrieve` opens the index again. (`ask` no longer
-        opens the index in its own process at all: search_process.py.)"""
-        self.searched_with(self.embedding_model)
-        release_free_memory()
 
     def searched_with(self, embedding_model: str | None) -> None:
         """The passages this copilot will be handed were searched elsewhere (`ask`'s search process,

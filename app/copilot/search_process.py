@@ -2,7 +2,7 @@
 the retrieval stack.
 
 Opening the index loads torch, transformers (the query embedder), FAISS and bm25s with SciPy; once
-imported they stay mapped for the life of the process, even after `Copilot.release_index`, and kept
+imported they stay mapped for the life of the process, even once the index is let go, and kept
 `ask`'s peak RSS well above the weights (README, session 25). A spawned child (not forked: the parent
 may already hold torch's and OpenMP's threads) opens the index, searches as `Copilot.retrieve_for`
 does, sends back the passages and the index's embedding model id (the relevance gate's threshold

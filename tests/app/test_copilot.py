@@ -822,7 +822,7 @@ def test_without_need_index_a_missing_index_loads_the_models_and_each_question_r
     assert backend.wait(60) and backend.state().phase == "ready"
 
 
-def test_a_released_index_is_let_go_the_gate_still_reads_its_model_and_a_later_search_reopens_it(
+def test_an_index_searched_elsewhere_is_let_go_the_gate_still_reads_its_model_and_a_later_search_reopens_it(
     tiny_engine, monkeypatch
 ):
     import retrieval.live
@@ -837,7 +837,7 @@ def test_a_released_index_is_let_go_the_gate_still_reads_its_model_and_a_later_s
     copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(max_new_tokens=4)))
     passages, _ = copilot.retrieve_for("How do I drain a node?", (), 2)
     model = copilot.embedding_model
-    copilot.release_index()
+    copilot.searched_with(model)  # as ask does with the model its search process reports
     assert copilot._retriever is None and copilot.embedding_model == model and len(opened) == 1
     final = collect(copilot.answer("How do I drain a node?", passages=passages))
     assert final.stats["new_tokens"] > 0 and len(opened) == 1  # answered without opening the index again
