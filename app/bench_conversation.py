@@ -1,7 +1,7 @@
 """Time to first token in a conversation, through the copilot pipeline a front end uses.
 
     python -m app.bench_conversation [--index DIR] [--out FILE.json] [--question Q --follow-up F --topic T
-        --back B --stopped S --after-stop A --other O]
+        --back B --stopped S --after-stop A --off-topic U --return R --other O]
 
 One process first puts the system prompt and demonstration in the KV cache, as the chat and the
 Slack bridge do at start (loaded from the prefix store when an earlier process saved it,
@@ -13,7 +13,9 @@ prefills its question again, app/copilot/conversation.py), a new topic in the sa
 (searched alone, so the turns before it are bare and its sources are numbered from [1]), a
 question that leans on that topic (its prompt extends the new topic's: the turns before it stay
 bare), a question asked after one stopped at its first token (the web's Stop leaves the stopped prompt
-in the cache and out of the history: it goes on from the end of the turn both share), and a first
+in the cache and out of the history: it goes on from the end of the turn both share), a question the
+sources do not cover (searched alone, so refused with the turns before it bare), a question back on the
+topic after it (it keeps those turns bare too, as the refused one's judge prompt did), and a first
 question of a new conversation (the fixed prefix comes from the snapshot). For each
 it reports the prompt size, how many tokens were actually prefilled, and the time from the
 call to the first answer token as the caller sees it (retrieval included).
@@ -37,6 +39,8 @@ TOPIC = "Who do I contact when a storage element is almost full?"
 BACK = "And how do I see which directories take the most space on it?"
 STOPPED = "How do I free up space on it quickly?"
 AFTER_STOP = "At what fill level does it count as critical?"
+OFF_TOPIC = "How do I renew my parking permit for the campus garage?"
+RETURN = "And who has to be told once it is back below that level?"
 OTHER = "How do I drain a worker node before rebooting it?"
 
 
@@ -48,6 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--back", default=BACK, help="a question that leans on the new topic, asked after it")
     parser.add_argument("--stopped", default=STOPPED, help="asked next and stopped at its first token")
     parser.add_argument("--after-stop", default=AFTER_STOP, help="asked after the stopped one, which it leaves out")
+    parser.add_argument("--off-topic", default=OFF_TOPIC, help="a question the sources do not cover, asked next")
+    parser.add_argument("--return", dest="back_again", default=RETURN, help="back on the topic after --off-topic")
     parser.add_argument("--other", default=OTHER, help="the first question of a second conversation")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument(
@@ -118,7 +124,14 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
     answered = next((event for event in stopped if isinstance(event, Token) and event.token_ids), None)
     stopped.close()
     label = "after a stopped answer" if answered else "after a refused question (--stopped was not answered)"
-    row, _ = ask(copilot, label, args.after_stop, history, options.answer)
+    row, final = ask(copilot, label, args.after_stop, history, options.answer)
+    rows.append(row)
+    history.append(final.turn)
+    row, final = ask(copilot, "off topic", args.off_topic, history, options.answer)
+    rows.append(row)
+    history.append(final.turn)
+    label = "back after the refused question" if final.gated else "back after the off-topic question (answered)"
+    row, _ = ask(copilot, label, args.back_again, history, options.answer)
     rows.append(row)
     row, _ = ask(copilot, "new conversation", args.other, [], options.answer)
     rows.append(row)

@@ -35,6 +35,9 @@ kept, they took [1]-[6] and the new ones [7]-[12], and the model's habit of open
 The turns before such a question stay bare in every later prompt too: kept whole, their
 passages and its own stood under the same numbers, and the prompt no longer extended the
 one before it, so a follow-up prefilled the whole conversation again (73 s in the chat).
+A refused or withheld question has no passages to show it was searched alone, so every turn records
+it (`Turn.kept_earlier_bare`): before session 43 a follow-up after a refused new topic put the first
+turn's passages back, and nothing but the fixed prefix was shared with the cached judge prompt.
 """
 
 from __future__ import annotations
@@ -127,12 +130,14 @@ def keep_history(
     kept: list[tuple[Turn, bool]] = []
     used = 0
     below = math.inf  # the lowest passage number of the turns kept whole so far
+    bare_from_here = False  # a newer turn's prompt kept this one and all older ones bare
     for turn in reversed(turns):
         numbers = [p.number for p in turn.passages]
-        if whole and numbers and max(numbers) >= below:
-            # a newer turn numbered its sources from [1] (it was searched alone, with this turn bare): keeping
+        if bare_from_here or (whole and numbers and max(numbers) >= below):
+            # a newer turn was searched alone, with this turn bare, and numbered its sources from [1]: keeping
             # this one whole would put two passages under one number and break the append-only prompt
             whole = False
+        bare_from_here = bare_from_here or turn.kept_earlier_bare
         if whole:
             cost = count_tokens(turn_messages(turn, with_passages=True))
             if used + cost <= budget:

@@ -46,6 +46,9 @@ class Turn:
     answer: str
     passages: tuple[Passage, ...] = ()
     refused: bool = False  # the relevance gate refused it: no topic a follow-up could continue
+    # it was searched alone after earlier turns, so its prompt kept them bare: later prompts keep them bare too
+    # (a refused or withheld turn has no passages numbered from [1] to tell it by: app/copilot/conversation.py)
+    kept_earlier_bare: bool = False
 
 
 @dataclass(frozen=True)

@@ -397,7 +397,7 @@ class Copilot:
             prompt_ids=[],
             output_ids=[],
             origins=[],
-            turn=Turn(prepared.question, text, (), refused=True),
+            turn=Turn(prepared.question, text, (), refused=True, kept_earlier_bare=prepared.kept_earlier_bare),
             models=self.loaded.describe() if self.loaded else {},
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             gated=True,
@@ -439,7 +439,9 @@ class Copilot:
                     f"it exceeds the model's context of {self.engine.context_limit} tokens: shorten the question or "
                     "lower max_new_tokens"
                 )
-        return _Prepared(question, history, kept.passages, new, kept.answers, prompt_ids, notes, kept.messages)
+        return _Prepared(
+            question, history, kept.passages, new, kept.answers, prompt_ids, notes, kept.messages, searched_alone
+        )
 
     def _generate(
         self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float, warm: _Warm
@@ -626,7 +628,7 @@ def _checked_final(
         # a withheld answer goes on in the conversation as its notice, so no follow-up builds on the invention;
         # without its passages, as a gated turn: the next question's sources are numbered from [1] again,
         # where the model's habit of opening with [1] points (it had cited an earlier turn's [1] otherwise)
-        turn=Turn(prepared.question, notice or written, kept_passages, bool(notice)),
+        turn=Turn(prepared.question, notice or written, kept_passages, bool(notice), prepared.kept_earlier_bare),
         models=models,
         relevance=prepared.relevance.to_dict() if prepared.relevance else None,
         withheld=notice,
@@ -665,6 +667,7 @@ class _Prepared:
     prompt_ids: list[int]
     notes: dict[str, Any]
     history_messages: list[dict[str, str]] = field(default_factory=list)  # the kept turns, as the prompt has them
+    kept_earlier_bare: bool = False  # searched alone after earlier turns: the prompt keeps them bare
     relevance: gate.Relevance | None = None
 
     @property

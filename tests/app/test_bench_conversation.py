@@ -23,7 +23,7 @@ def fresh_copilot():
 def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine, tmp_path):
     argv = ["--out", str(tmp_path / "ttft.json"), "--max-new-tokens", "12", "--no-warm-up"]
     rows = bench_conversation.run(bench_conversation.parse_args(argv), fresh_copilot())
-    first, follow_up, topic, back, after_stop, other = rows
+    first, follow_up, topic, back, after_stop, off_topic, back_again, other = rows
     assert first["prefilled_tokens"] == first["prompt_tokens"] - 1  # nothing cached yet
     assert follow_up["prompt_tokens"] > first["prompt_tokens"]  # the conversation so far is in it
     # only what follows the first prompt (its answer, the new passages and question) is computed
@@ -34,6 +34,10 @@ def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine
     assert back["prefilled_tokens"] <= back["prompt_tokens"] - topic["prompt_tokens"] + 1
     # after Stop the next question goes on from the end of the turn it shares with the stopped prompt
     assert after_stop["prefilled_tokens"] <= after_stop["prompt_tokens"] - back["prompt_tokens"] + 1
+    # no gate on this fake index: the off-topic question is answered, searched alone, and the next one
+    # (it leans on the conversation) extends its prompt
+    assert off_topic["step"] == "off topic" and back_again["step"].startswith("back after the off-topic")
+    assert back_again["prefilled_tokens"] <= back_again["prompt_tokens"] - off_topic["prompt_tokens"] + 1
     # a new conversation reuses the fixed system prompt and demonstration
     assert 0 < other["prefilled_tokens"] < other["prompt_tokens"] - 100
     assert all(r["time_to_first_token_s"] > 0 for r in rows)
@@ -61,6 +65,8 @@ def test_main_writes_the_table_and_json(tiny_engine, tmp_path, monkeypatch, caps
         "new topic",
         "back to it",
         "after a stopped answer",
+        "off topic",
+        "back after the off-topic question (answered)",
         "new conversation",
     ]
     assert "time to first token" in capsys.readouterr().out

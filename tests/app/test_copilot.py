@@ -682,6 +682,35 @@ def test_a_follow_up_after_a_question_searched_alone_extends_its_prompt_under_un
     assert third.stats["prefilled_tokens"] == len(third.prompt_ids) - len(second.prompt_ids)
 
 
+def test_a_follow_up_after_a_refused_question_searched_alone_keeps_the_turns_before_it_bare(tiny_engine):
+    # Seen in the chat: a refused new topic holds no passages numbered from [1] to show it kept the first turn
+    # bare, so the follow-up after it put the first turn's passages back and shared only the fixed prefix with
+    # the cached judge prompt: the whole conversation was prefilled again (49.8 s to the first token)
+    from app.copilot.gate import THRESHOLDS
+
+    retriever = FakeRetriever(
+        [(f"runbook-{i}.md", t) for i, t in enumerate(RUNBOOK)], embedder=Embedder(next(iter(THRESHOLDS)))
+    )
+    copilot = Copilot(
+        loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(max_new_tokens=8)), retriever
+    )
+    first = collect(copilot.answer("How do I drain a node?"))
+    retriever.similarity = 0.3  # below the threshold: the new topic is searched alone and refused
+    second = collect(copilot.answer("Who is on call for the munge service tonight?", history=[first.turn]))
+    assert second.gated and second.turn.kept_earlier_bare and not first.turn.kept_earlier_bare
+    # leans on the conversation and does not stand alone: searched with the drain question, answered ungated
+    third = collect(
+        copilot.answer(
+            "And where do those keys live?", [first.turn, second.turn], AnswerOptions(max_new_tokens=8, gate="off")
+        )
+    )
+    assert retriever.queries[-1].endswith("\nHow do I drain a node?")
+    # its own sources, numbered from [1]; the first turn stays bare, as in the judge prompt of the second
+    assert [p.number for p in third.passages] == [1, 2, 3] and third.turn.passages == tuple(third.passages)
+    prompt = copilot.engine.tokenizer.decode(third.prompt_ids)
+    assert prompt.count(RUNBOOK[0]) == 1 and first.answer.strip() in prompt
+
+
 def test_the_passages_status_says_whether_a_follow_up_was_searched_with_the_previous_question(copilot):
     def searched_with_previous(events):
         status = next(e for e in events if isinstance(e, Status) and e.stage == "passages")
