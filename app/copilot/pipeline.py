@@ -365,9 +365,19 @@ class Copilot:
         logprob_yes, logprob_no = engine.next_token_logprobs(ids, tokens)
         return logprob_yes - logprob_no, len(ids) - engine.target.reused
 
-    def judge(self, question: str, passages: Sequence[Passage], options: AnswerOptions | None = None) -> float:
-        """The relevance gate's judge on one question and its passages, alone (gate_calibration --judge)."""
-        prepared = self._prepare(checked_question(question), [], list(passages), options or self.options.answer)
+    def judge(
+        self,
+        question: str,
+        passages: Sequence[Passage],
+        options: AnswerOptions | None = None,
+        history: Sequence[Turn] = (),
+        searched_alone: bool = False,
+    ) -> float:
+        """The relevance gate's judge on a question and its passages, alone (gate_calibration --judge) or after
+        `history` with the prompt `answer` would build (bench_follow_up_gate --judge-all)."""
+        prepared = self._prepare(
+            checked_question(question), list(history), list(passages), options or self.options.answer, searched_alone
+        )
         with self._engine_lock:
             self._warm_once()
             return self._judge_log_odds(prepared)[0]

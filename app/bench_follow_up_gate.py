@@ -1,0 +1,143 @@
+"""The relevance gate on follow-ups, judge included, as the chat decides them.
+
+    python -m app.bench_follow_up_gate --index DIR CONVERSATIONS.jsonl [MORE.jsonl ...] [--out FILE.json]
+
+`python -m app.bench_retrieval --conversations` counts the follow-ups the cosine gate refuses; below its
+threshold the copilot first asks the target (gate.py's judge), and in a conversation the judge prompt holds
+the earlier turn with its real answer. So for each row (`previous`, `question`, `kind`: "follow-up",
+"new topic" or "unanswerable") this searches the question as the copilot would after `previous`; where
+cosine alone refuses, it answers `previous` through the pipeline, then asks the question in that
+conversation and records the judge's log-odds and the gate's verdict (generation stops after one token).
+An unanswerable question the gate lets through is answered in full in its conversation, and counts as
+abstained when the answer says the sources do not cover it or is withheld (as `specrag eval` counts).
+Reports, per kind, how many cosine refuses, how many the judge was asked about, how many the gate
+refuses, and how many unanswerable ones end abstained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.copilot import Copilot, Turn, collect, gate
+from app.copilot.abstention import abstains
+from core.atomic import write_atomic
+
+UNANSWERABLE = "unanswerable"  # the kind of a row whose question the sources cannot answer
+
+
+def load_conversations(paths: list[Path]) -> list[dict]:
+    rows = []
+    for path in paths:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            missing = {"id", "kind", "previous", "question"} - row.keys()
+            if missing:
+                raise ValueError(f"{path}:{n}: a conversation needs {', '.join(sorted(missing))}")
+            rows.append(row)
+    return rows
+
+
+def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dict:
+    """The gate's verdict on `row`'s question after its previous one, with the judge where cosine refuses;
+    `judge_all` also records the judge's score where cosine passes (`judged_all`), for a follow-up searched
+    together with the previous question, whose similarity that question's words may carry."""
+    target = copilot.loaded.target if copilot.loaded else None
+    one_token = replace(options, max_new_tokens=1)  # the verdict comes before the answer's first token
+    probe = [Turn(row["previous"], "", ())]  # retrieval does not read the earlier answer
+    passages, query = copilot.retrieve_for(row["question"], probe, options.passages)
+    relevance = gate.assess(passages, copilot.embedding_model, target)
+    result = {
+        "id": row["id"],
+        "kind": row["kind"],
+        "question": row["question"],
+        "with_previous": query != row["question"],
+        "similarity": relevance.similarity,
+        "cosine_refused": not relevance.close,
+        "judged": None,
+        "refused": not relevance.covered,
+    }
+    unanswerable = row["kind"] == UNANSWERABLE
+    score_all = judge_all and result["with_previous"]
+    if not relevance.needs_judge and not (unanswerable and relevance.covered) and not score_all:
+        return result
+    first = collect(copilot.answer(row["previous"], [], options))
+    if score_all:
+        result["judged_all"] = round(copilot.judge(row["question"], passages, options, [first.turn]), 4)
+    # an unanswerable question the gate lets through is answered in full: do the answer-side rules abstain?
+    final = collect(copilot.answer(row["question"], [first.turn], options if unanswerable else one_token))
+    reading = final.relevance or {}
+    result |= {"judged": reading.get("judged"), "refused": final.gated, "previous_refused": first.gated}
+    if unanswerable:
+        result |= {"abstained": final.gated or bool(final.withheld) or abstains(final.answer), "answer": final.answer}
+    return result
+
+
+def summarise(results: list[dict]) -> dict:
+    kinds: dict[str, dict] = {}
+    for r in results:
+        k = kinds.setdefault(r["kind"], {"questions": 0, "cosine_refused": 0, "judged": 0, "refused": 0})
+        k["questions"] += 1
+        k["cosine_refused"] += r["cosine_refused"]
+        k["judged"] += r["judged"] is not None
+        k["refused"] += r["refused"]
+        if r["kind"] == UNANSWERABLE:
+            k["abstained"] = k.get("abstained", 0) + (r["refused"] or r.get("abstained", False))
+    return kinds
+
+
+def table(kinds: dict) -> str:
+    lines = [
+        "| kind | questions | refused by cosine | judged | refused by the gate | abstained in the end |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for kind, k in kinds.items():
+        lines.append(
+            f"| {kind} | {k['questions']} | {k['cosine_refused']} | {k['judged']} | {k['refused']} | "
+            f"{k.get('abstained', '-')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.bench_follow_up_gate", description=__doc__.split("\n")[0])
+    parser.add_argument("conversations", nargs="+", type=Path, help="JSONL rows: id, kind, previous, question")
+    parser.add_argument("--out", type=Path, help="write every row's verdict and the summary as JSON here")
+    parser.add_argument(
+        "--judge-all",
+        action="store_true",
+        help="also ask the judge about every follow-up searched with the previous question (one more answer each)",
+    )
+    add_index_arg(parser)
+    add_answer_args(parser)
+    add_model_args(parser)
+    args = parser.parse_args(argv)
+    rows = load_conversations(args.conversations)
+    options = copilot_options(args)
+    copilot = Copilot.load(options, open_index_first=True)
+    results = []
+    for n, row in enumerate(rows, 1):
+        results.append(decide(copilot, row, options.answer, args.judge_all))
+        r = results[-1]
+        judged = f" judge {r['judged']:+.2f}" if r["judged"] is not None else ""
+        judged += f" judge-all {r['judged_all']:+.2f}" if r.get("judged_all") is not None else ""
+        verdict = "refused" if r["refused"] else "answered"
+        print(f"{n}/{len(rows)} {r['kind']:12} {r['similarity'] or 0:.3f}{judged} {verdict}: {r['question'][:70]}",
+              file=sys.stderr)  # fmt: skip
+    kinds = summarise(results)
+    if args.out:
+        write_atomic(args.out, json.dumps({"kinds": kinds, "rows": results}, indent=1) + "\n")
+    print(table(kinds))
+    return 0
+
+
+if __name__ == "__main__":
+    from core.errors import run_reporting_errors
+
+    sys.exit(run_reporting_errors("python -m app.bench_follow_up_gate", main))
