@@ -9,7 +9,7 @@ the old question gets passages on the old topic, and the model then mixes the tw
 "Stands on its own" reuses the relevance gate's calibrated test: the question alone
 retrieves a passage at or above the gate's similarity threshold (app/copilot/gate.py).
 A question below it is searched with the previous one only if it leans on the
-conversation (`refers_back`: a pronoun or demonstrative such as "it" or "those", "there"
+conversation (`refers_back`: a pronoun or demonstrative such as "it", "her" or "those", "there"
 as a place, an opener such as "and" or "what about", or at most three words). A question
 that leans on it and passes the gate alone is searched with the previous one all the same
 when that raises the best passage's similarity by `LEANING_GAIN`: "How do I run a command
@@ -53,9 +53,10 @@ from app.copilot.prompting import turn_messages
 from retrieval.neighbours import JOIN
 
 # words that point back at an earlier turn; "one" is left out ("one GPU"), "there" counts only as a place
-_REFERRING = frozenset(
-    ["it", "its", "itself", "they", "them", "their", "theirs", "this", "that", "these", "those", "same"]
-)
+_REFERRING = frozenset([
+    "it", "its", "itself", "they", "them", "their", "theirs", "this", "that", "these", "those", "same",
+    "he", "him", "his", "himself", "she", "her", "hers", "herself",
+])  # fmt: skip
 _OPENERS = ("and", "but", "or", "so", "also", "then", "what about", "how about", "what if")
 _ELLIPTICAL_WORDS = 3  # "Why?", "Any side effects?": too short to name a subject
 # a question that refers back and passes the gate alone is still searched with the previous question when that

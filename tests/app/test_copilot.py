@@ -733,6 +733,8 @@ def test_the_passages_status_says_whether_a_follow_up_was_searched_with_the_prev
         ("And how do I cancel one of them?", True),
         ("What do the columns of that output mean?", True),
         ("What about GPU nodes?", True),
+        ("Can I see only her pending jobs?", True),  # a person named in the previous question
+        ("Who do I ask to raise his limit?", True),
         ("Why?", True),
         ("Any side effects?", True),
         ("What does the reason Resources mean there?", True),  # "there" as a place points back
