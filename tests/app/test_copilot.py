@@ -882,3 +882,14 @@ def test_final_reports_a_sources_sentence_told_of_another_setting(tiny_engine, m
     scripted_answer(copilot, monkeypatch, "[1] " + sentence.replace("OverTimeLimit", "KillWait"))
     final = collect(copilot.answer("Can a job run past its time limit?"))
     assert [(d.said_of, d.term, d.source) for d in final.definitions] == [("KillWait", "OverTimeLimit", 1)]
+
+
+def test_the_judge_gives_the_same_log_odds_when_the_same_prompt_is_judged_again(copilot, judged):
+    # Seen in bench_follow_up_gate: a prompt the cache held whole had its last token fed alone, in a pass of
+    # another shape, and the judge's log-odds moved (0.50 -> 0.38 on the int4 path): asked again, the same
+    # question could get another verdict. It is now computed again in the piece it was computed in first.
+    passages = copilot.retrieve("How do I drain a node?", 3)
+    first = copilot.judge("How do I drain a node?", passages)
+    again = copilot.judge("How do I drain a node?", passages)
+    assert again == first
+    assert copilot.engine.target.reused < copilot.engine.target.length - 1  # not taken whole
