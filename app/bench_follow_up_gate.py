@@ -68,14 +68,19 @@ def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dic
     if not relevance.needs_judge and not (unanswerable and relevance.covered) and not score_all:
         return result
     first = collect(copilot.answer(row["previous"], [], options))
-    if score_all:
-        result["judged_all"] = round(copilot.judge(row["question"], passages, options, [first.turn]), 4)
     # an unanswerable question the gate lets through is answered in full: do the answer-side rules abstain?
     final = collect(copilot.answer(row["question"], [first.turn], options if unanswerable else one_token))
     reading = final.relevance or {}
     result |= {"judged": reading.get("judged"), "refused": final.gated, "previous_refused": first.gated}
     if unanswerable:
         result |= {"abstained": final.gated or bool(final.withheld) or abstains(final.answer), "answer": final.answer}
+    if score_all:
+        # after the verdict, so that it came from a cache this never touched; the judge prompt is then computed
+        # from where the follow-up's prompt began, as the pipeline computes it (Copilot._in_fixed_pieces)
+        judged = result["judged"]
+        result["judged_all"] = (
+            judged if judged is not None else round(copilot.judge(row["question"], passages, options, [first.turn]), 4)
+        )
     return result
 
 
