@@ -16,7 +16,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, CopilotOptions, Final, Passage, Status, Token, checked_question, collect
 from app.copilot.options import one_question_context
 from app.copilot.pipeline import SEARCHING
@@ -42,9 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a text file whose paragraphs are the context passages (repeatable); without one, the top passages of "
         "the retrieval index are used",
     )
-    add_index_arg(parser)
-    add_answer_args(parser)
-    add_model_args(parser)
+    add_copilot_args(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     parser.set_defaults(func=run)
 

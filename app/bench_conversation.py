@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, Final, Token
 from core.atomic import write_atomic
 
@@ -62,9 +62,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_false",
         help="do not prefill the system prompt before the first question (the chat and Slack do)",
     )
-    add_index_arg(parser)
-    add_answer_args(parser)
-    add_model_args(parser)
+    add_copilot_args(parser)
     args = parser.parse_args(argv)
     if args.max_new_tokens == parser.get_default("max_new_tokens"):
         args.max_new_tokens = 64  # the first token is what is measured

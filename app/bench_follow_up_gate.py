@@ -22,7 +22,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, Turn, collect, gate
 from app.copilot.abstention import abstains
 from core.atomic import write_atomic
@@ -119,9 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also ask the judge about every follow-up searched with the previous question (one more answer each)",
     )
-    add_index_arg(parser)
-    add_answer_args(parser)
-    add_model_args(parser)
+    add_copilot_args(parser)
     args = parser.parse_args(argv)
     rows = load_conversations(args.conversations)
     options = copilot_options(args)

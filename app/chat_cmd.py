@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 
-from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.cli_options import add_copilot_args, copilot_options
 from core.errors import SpecragError
 
 USER_ENV, PASSWORD_ENV = "SPECRAG_CHAT_USER", "SPECRAG_CHAT_PASSWORD"
@@ -30,9 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=port_number, default=7860, help="port (default 7860)")
     parser.add_argument("--feedback-db", default=None, help="feedback SQLite file (default $SPECRAG_HOME/feedback.db)")
-    add_index_arg(parser)
-    add_answer_args(parser)
-    add_model_args(parser)
+    add_copilot_args(parser)
     # hidden, for tests: sleep this long after each streamed event (a slow model on tiny weights)
     parser.add_argument("--event-delay", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.set_defaults(func=run)

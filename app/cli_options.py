@@ -146,6 +146,13 @@ def answer_options(args: argparse.Namespace) -> AnswerOptions:
     )
 
 
+def add_copilot_args(parser: argparse.ArgumentParser) -> None:
+    """The index, answer and model options every command that answers questions takes (copilot_options reads them)."""
+    add_index_arg(parser)
+    add_answer_args(parser)
+    add_model_args(parser)
+
+
 def copilot_options(args: argparse.Namespace) -> CopilotOptions:
     """Options for a command with model, index and answer flags (validated before any model loads)."""
     return CopilotOptions(models=model_options(args), index_dir=args.index, answer=answer_options(args))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, CopilotOptions
 from app.eval.questions import read_questions
 from app.eval.report import summary_line, write_report
@@ -46,9 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--retrieval-only", action="store_true", help="score retrieval only; loads no generation models"
     )
-    add_index_arg(parser)
-    add_answer_args(parser)
-    add_model_args(parser)
+    add_copilot_args(parser)
     parser.set_defaults(func=run)
 
 

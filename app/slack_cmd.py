@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import NoReturn
 
-from app.cli_options import add_answer_args, add_index_arg, add_model_args, copilot_options
+from app.cli_options import add_copilot_args, copilot_options
 from core.errors import SpecragError
 
 _ENV_HELP = """environment:
@@ -74,9 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Slack Web API base URL (default https://slack.com/api/; change it only for a proxy or a test server)",
     )
     parser.add_argument("--verbose", action="store_true", help="log each event and Slack call (tokens redacted)")
-    add_index_arg(parser)
-    add_answer_args(parser)
-    add_model_args(parser)
+    add_copilot_args(parser)
     parser.set_defaults(func=run)
 
 
