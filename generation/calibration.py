@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.atomic import write_atomic
 from generation.arrays import random_tokens
+from generation.contention import OtherLoad
 
 if TYPE_CHECKING:
     from generation.cached_lm import CachedLM
     from generation.llamacpp_lm import LlamaCppLM
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
+logger = logging.getLogger(__name__)
 
 
 def measure_relative_costs(
@@ -71,10 +74,17 @@ def cached_relative_costs(lm: CachedLM | LlamaCppLM, cache_file: Path | None, ex
     table = read_table(cache_file)
     if key in table:
         return {int(n): float(r) for n, r in table[key].items()}
-    relative = measure_relative_costs(lm)
-    if cache_file is not None:
+    with OtherLoad() as load:
+        relative = measure_relative_costs(lm)
+    if cache_file is not None and not load.disturbed:  # measured under other work: used now, measured again next time
         table[key] = relative
         write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
+    elif load.disturbed:
+        logger.warning(
+            "the pass costs were measured while other work used %.1f cores; they are not kept and will be "
+            "measured again at the next start",
+            load.other_cores,
+        )
     return relative
 
 
