@@ -14,6 +14,8 @@ from tiny_gguf import write_tiny_gguf
 
 from generation import llamacpp_log
 from generation.arrays import log_softmax
+from generation.calibration import SIZES
+from generation.drafters.policy import PassCost
 from generation.engine import Engine, GenerationConfig
 from generation.errors import ModelError, SpecragError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
@@ -108,6 +110,9 @@ def test_the_engine_never_verifies_more_rows_than_the_runner_keeps_invariant(ggu
 
     target.extend = recording
     engine = Engine(target, tokenizer, LlamaCppLM(gguf_files[0], n_ctx=2048))  # the same model: every draft kept
+    # passes that cost no more than one row: the policy wants 16-token drafts. Set here, not calibrated: a
+    # calibration times passes of up to 16 rows (timing only), and one measured under load is measured again
+    engine.cost = PassCost(dict.fromkeys(SIZES, 1.0))
     prompt = tokens(100, 7)
     engine.complete(prompt, [prompt], GenerationConfig(max_new_tokens=40, draft_length=16, speculation="model"))
     assert max(widths) == MAX_ROWS
