@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.cached_lm import CachedLM
-from generation.calibration import measure_pass_seconds, measure_prefill_and_passes, read_table
+from generation.calibration import measure_prefill_and_passes, read_table
 from generation.drafters.policy import PassCost, best_draft_length
 from generation.errors import ModelError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
@@ -46,8 +46,9 @@ def resolve_path(
 ) -> str:
     """The concrete path ("none", "int4", "int8", "int4-mlas", "llamacpp" or "llamacpp-f16") for a requested one.
 
-    `target`: the packaged model `auto` may run on llama.cpp (None: only the torch paths compete). Where
-    llama.cpp's steps beat the torch path's, its KV cache is chosen by `measure_llamacpp_kv`."""
+    `target`: the packaged model `auto` may run on llama.cpp (None: only the torch paths compete). Then the
+    torch path and llama.cpp with either KV cache compete on a typical answer's projected seconds
+    (`measure_answer_seconds`)."""
     if path not in PATHS:
         raise ModelError(f"unknown numeric path {path!r}; use one of {', '.join(PATHS)}")
     if path != "auto":
@@ -70,11 +71,8 @@ def _fastest_on_cpu(cache_file: Path | None, target: str | None) -> str:
     torch_path = cached_fastest_path(cache_file)
     if target is None or torch_path == "none" or not llamacpp_available():
         return torch_path
-    steps = cached_measurement(cache_file, "engine-path", lambda: measure_model_steps(target, torch_path))
-    if steps[LLAMACPP] >= steps[torch_path]:
-        return torch_path
-    answer = cached_measurement(cache_file, "llamacpp-kv", lambda: measure_llamacpp_kv(target))
-    return LLAMACPP_F16 if answer[LLAMACPP_F16] < answer[LLAMACPP] else LLAMACPP
+    answer = cached_measurement(cache_file, ANSWER_PATH, lambda: measure_answer_seconds(target, torch_path))
+    return min(answer, key=answer.get)
 
 
 def cached_fastest_path(cache_file: Path | None) -> str:
@@ -84,33 +82,40 @@ def cached_fastest_path(cache_file: Path | None) -> str:
     return "int4" if costs["int4"] < costs["none"] else "none"
 
 
-STEP_SIZES = (1, 4)  # a plain decoding step and a typical verification pass
-STEP_CONTEXT = 256
+# the calibration entry of the choice between the torch path and llama.cpp's two caches; "2" since session 43,
+# when the torch path joined the typical-answer projection: before, it was compared with llama.cpp's
+# row-invariant cache on one 1-row plus one 4-row pass, and the f16 cache, which decodes plainly, was not
+# weighed once that cache lost (a 2-core AVX512-BF16 EPYC kept int4 at 5.27 s to the first token and
+# 26.95 tok/s, where llamacpp-f16 gave 2.74 s and 28.66 tok/s)
+ANSWER_PATH = "answer-path2"
+TORCH_PASS_SIZES = (1, 2, 3, 4, 6, 8)  # the torch path verifies wider drafts than llama.cpp's 7 rows
 
 
-def measure_model_steps(target: str, torch_path: str) -> dict[str, float]:
-    """Seconds of a 1-token plus a 4-token pass of the whole target, on the torch path and on llama.cpp.
+def measure_answer_seconds(target: str, torch_path: str) -> dict[str, float]:
+    """Projected seconds of a typical answer on the torch path and on llama.cpp with either KV cache, each
+    from its own prefill and pass costs and the same draft model (`projected_answer_seconds`).
 
-    The two paths' kernels differ too much for one matrix to stand for the model (llama.cpp also runs
-    attention and norms its own way), so both load the target once, one after the other; the winner
-    is kept in the calibration file, so this runs once per machine (~50 s on the AVX2 EPYC)."""
+    The torch path's projection is its best case: its drafts pay at DRAFT_ACCEPTANCE only where the policy
+    sends them (session 43's bench measured 1.20x where this projects 1.99x), so llama.cpp wins only where
+    it wins against that. ~1 min once per machine: each runner loads the target once."""
     import gc
 
     from generation.models import load_quantized_models  # models imports this module
 
-    llama = LlamaCppLM(gguf_file(target), n_ctx=STEP_CONTEXT + 32, keep_snapshot=False)
-    llama_seconds = measure_pass_seconds(llama, STEP_SIZES, repeats=3, context=STEP_CONTEXT)
-    llama.close()
+    answer = measure_llamacpp_kv(target)
     model = load_quantized_models(target, None, torch.device("cpu"), torch_path).target  # with its prefill plan
-    torch_seconds = measure_pass_seconds(CachedLM(model, keep_snapshot=False), STEP_SIZES, 3, STEP_CONTEXT)
-    del model
+    lm = CachedLM(model, keep_snapshot=False)
+    prefill, passes = measure_prefill_and_passes(lm, TORCH_PASS_SIZES, repeats=3, context=KV_CONTEXT)
+    answer[torch_path] = round(projected_answer_seconds(prefill / KV_CONTEXT, passes), 3)
+    del lm, model
     gc.collect()
-    return {LLAMACPP: sum(llama_seconds.values()), torch_path: sum(torch_seconds.values())}
+    return answer
 
 
-# llama.cpp's KV cache is chosen by the projected seconds of a typical answer: the prefill of a first
+# A path is chosen by the projected seconds of a typical answer: the prefill of a first
 # question's new tokens (893 in the web chat, README) plus an answer's decoding steps (102-137 tokens on
-# average in the eval), the bf16 cache's steps shortened by what its drafts can buy on its own pass costs.
+# average in the eval), each path's steps shortened by what drafts can buy on its own pass costs (the f16
+# cache verifies none).
 KV_PROMPT_TOKENS = 900
 KV_ANSWER_TOKENS = 120
 KV_CONTEXT = 640  # over 512 cached keys: where the f16 cache's one-row pass splits the keys across threads

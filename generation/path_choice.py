@@ -24,7 +24,7 @@ from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.calibration import read_table
 
-KIND = "auto-path"
+KIND = "auto-path2"  # "2": decisions of the rule before session 43 are made again (numeric_path.ANSWER_PATH)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's default thread count follows
 
 

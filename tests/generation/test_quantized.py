@@ -93,33 +93,52 @@ def test_the_path_is_measured_once_per_machine_and_float32_stays_one_flag_away(t
 
 
 @pytest.mark.parametrize(
-    "llama_seconds, f16_answer, chosen", [(0.5, 40.0, "llamacpp"), (0.5, 20.0, "llamacpp-f16"), (2.0, 20.0, "int4")]
+    "answer, chosen",
+    [
+        ({"int4": 9.0, "llamacpp": 7.0, "llamacpp-f16": 8.0}, "llamacpp"),
+        ({"int4": 9.0, "llamacpp": 8.4, "llamacpp-f16": 7.2}, "llamacpp-f16"),
+        ({"int4": 6.0, "llamacpp": 8.4, "llamacpp-f16": 7.2}, "int4"),
+    ],
 )
-def test_auto_runs_a_packaged_target_on_llama_cpp_only_where_its_whole_model_steps_measure_faster(
-    tmp_path, monkeypatch, llama_seconds, f16_answer, chosen
+def test_auto_runs_a_packaged_target_on_the_path_that_finishes_a_typical_answer_soonest(
+    tmp_path, monkeypatch, answer, chosen
 ):
+    # session 43: the f16 cache is weighed against the torch path too, not only when llama.cpp's row-invariant
+    # cache beats it on a 1- plus 4-row step (int4 was kept where llamacpp-f16 answered in half the time)
     from generation import numeric_path as paths
 
     calls = []
     monkeypatch.setattr(paths, "measure_paths", lambda: {"none": 3.0, "int4": 1.0, "int8": 2.0})
     monkeypatch.setattr(paths, "llamacpp_available", lambda: True)
     monkeypatch.setattr(
-        paths,
-        "measure_model_steps",
-        lambda target, torch_path: calls.append(target) or {"llamacpp": llama_seconds, torch_path: 1.0},
-    )
-    # then the KV cache: a typical answer's projected seconds with each (measured once, like the rest)
-    monkeypatch.setattr(
-        paths,
-        "measure_llamacpp_kv",
-        lambda target: calls.append("kv") or {"llamacpp": 30.0, "llamacpp-f16": f16_answer},
+        paths, "measure_answer_seconds", lambda target, torch_path: calls.append((target, torch_path)) or answer
     )
     cache, cpu = tmp_path / "calibration.json", torch.device("cpu")
     assert resolve_path("auto", cpu, "auto", cache, "default-target") == chosen
     assert resolve_path("auto", cpu, "auto", cache, "default-target") == chosen
-    assert calls == ["default-target"] + (["kv"] if chosen != "int4" else [])
+    assert calls == [("default-target", "int4")]  # measured once per machine
     assert resolve_path("auto", cpu, "auto", cache) == "int4"  # a model given as a folder: torch paths only
     assert resolve_path("auto", cpu, "float32", cache, "default-target") == "none"  # the reference stays one flag away
+
+
+def test_the_answer_projection_loads_each_runner_and_times_prefill_and_passes(monkeypatch):
+    from generation import numeric_path as paths
+
+    timed = []
+    monkeypatch.setattr(paths, "measure_llamacpp_kv", lambda target: {"llamacpp": 8.0, "llamacpp-f16": 7.0})
+    monkeypatch.setattr(
+        paths,
+        "measure_prefill_and_passes",
+        lambda lm, sizes, repeats, context: timed.append((sizes, context)) or (6.4, {n: 0.04 * n for n in sizes}),
+    )
+    monkeypatch.setattr(
+        "generation.models.load_quantized_models", lambda *a: type("Loaded", (), {"target": torch.nn.Linear(2, 2)})
+    )
+    monkeypatch.setattr(paths, "CachedLM", lambda model, keep_snapshot: model)
+    answer = paths.measure_answer_seconds("default-target", "int4")
+    assert timed == [(paths.TORCH_PASS_SIZES, paths.KV_CONTEXT)]
+    # passes costing n times one row buy nothing: 900 prompt tokens at 0.01 s plus 120 steps of 0.04 s
+    assert answer == {"llamacpp": 8.0, "llamacpp-f16": 7.0, "int4": pytest.approx(9.0 + 4.8)}
 
 
 @pytest.mark.parametrize("layer", [Int4Linear, Int8Linear])
