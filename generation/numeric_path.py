@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.cached_lm import CachedLM
 from generation.calibration import measure_prefill_and_passes, read_table
+from generation.contention import OtherLoad
 from generation.drafters.policy import PassCost, best_draft_length
 from generation.errors import ModelError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
@@ -37,6 +39,7 @@ from generation.path_choice import remember_auto_path
 from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 
+logger = logging.getLogger(__name__)
 SHAPE = (8960, 1536)  # the default target's MLP projection
 ROWS = (1, 8)
 
@@ -61,22 +64,25 @@ def resolve_path(
         return path
     if device.type != "cpu" or dtype != "auto":
         return "none"
-    chosen = _fastest_on_cpu(cache_file, target)
-    if target is not None:
+    chosen, kept = _fastest_on_cpu(cache_file, target)
+    if target is not None and kept:
         remember_auto_path(cache_file, target, chosen)  # so a later process can read it without torch
     return chosen
 
 
-def _fastest_on_cpu(cache_file: Path | None, target: str | None) -> str:
-    torch_path = cached_fastest_path(cache_file)
+def _fastest_on_cpu(cache_file: Path | None, target: str | None) -> tuple[str, bool]:
+    """The fastest path, and whether the measurements behind it were kept (none was taken under load)."""
+    costs, kept = _cached_measurement(cache_file, "path", measure_paths)
+    torch_path = _int4_or_none(costs)
     if target is None or torch_path == "none" or not llamacpp_available():
-        return torch_path
-    answer = cached_measurement(cache_file, ANSWER_PATH, lambda: measure_answer_seconds(target, torch_path))
-    return min(answer, key=answer.get)
+        return torch_path, kept
+    answer, kept_answer = _cached_measurement(
+        cache_file, ANSWER_PATH, lambda: measure_answer_seconds(target, torch_path)
+    )
+    return min(answer, key=answer.get), kept and kept_answer
 
 
-def cached_fastest_path(cache_file: Path | None) -> str:
-    costs = cached_measurement(cache_file, "path", measure_paths)
+def _int4_or_none(costs: dict[str, float]) -> str:
     # int8 is not picked by auto: its weights are twice int4's, and on a loaded 2-core machine the
     # single-matrix timings of the two were within noise of each other (49 vs 54 ms)
     return "int4" if costs["int4"] < costs["none"] else "none"
@@ -209,13 +215,29 @@ def faster_matmul_dtype(repeats: int = 2) -> torch.dtype:
 
 def cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[], Any]) -> Any:
     """`measure()` once per machine (CPU, threads, torch), kept in the calibration file under `kind:key`."""
+    return _cached_measurement(cache_file, kind, measure)[0]
+
+
+def _cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[], Any]) -> tuple[Any, bool]:
+    """The measurement, and whether it is kept: one taken while other work shared the CPU is used for this
+    process only and taken again by the next (generation/contention.py)."""
     key = f"{kind}:{machine_key()}"
     table = read_table(cache_file)
-    if key not in table:
-        table[key] = measure()
-        if cache_file is not None:
-            write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
-    return table[key]
+    if key in table:
+        return table[key], True
+    with OtherLoad() as load:
+        value = measure()
+    if load.disturbed:
+        logger.warning(
+            "the %s measurement ran while other work used %.1f cores; it is not kept and will be taken again",
+            kind,
+            load.other_cores,
+        )
+        return value, False
+    table[key] = value
+    if cache_file is not None:
+        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
+    return value, True
 
 
 @torch.inference_mode()

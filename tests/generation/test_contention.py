@@ -6,6 +6,7 @@ import sys
 import time
 
 import pytest
+from machine_fakes import FakeLoad
 
 from generation import calibration, contention
 from generation.cached_lm import CachedLM
@@ -36,28 +37,13 @@ def test_another_process_spinning_during_the_measurement_is_other_load():
     assert load.disturbed and load.other_cores > 0.5
 
 
-class Load:
-    def __init__(self, other_cores):
-        self.other_cores = other_cores
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-    @property
-    def disturbed(self):
-        return self.other_cores > contention.OTHER_CORES_LIMIT
-
-
 def test_pass_costs_measured_under_other_work_are_used_but_not_kept(target, tmp_path, monkeypatch, caplog):
     lm, path = CachedLM(target), tmp_path / "calibration.json"
-    monkeypatch.setattr(calibration, "OtherLoad", lambda: Load(1.0))
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
     costs = calibration.cached_relative_costs(lm, path)
     assert costs[1] == 1.0 and not path.exists()  # used for this start, measured again at the next
     assert "measured again at the next start" in caplog.text
-    monkeypatch.setattr(calibration, "OtherLoad", lambda: Load(0.0))
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(0.0))
     calibration.cached_relative_costs(lm, path)
     assert len(json.loads(path.read_text())) == 1
     monkeypatch.setattr(calibration, "measure_relative_costs", lambda *a, **k: pytest.fail("remeasured"))

@@ -19,7 +19,7 @@ def cache(tmp_path, monkeypatch):
 def test_what_auto_resolved_to_is_recorded_and_read_back_only_where_it_still_applies(cache, monkeypatch):
     from generation import numeric_path
 
-    monkeypatch.setattr(numeric_path, "_fastest_on_cpu", lambda cache_file, target: "llamacpp-f16")
+    monkeypatch.setattr(numeric_path, "_fastest_on_cpu", lambda cache_file, target: ("llamacpp-f16", True))
     assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") is None  # nothing measured yet
     assert resolve_path("auto", torch.device("cpu"), "auto", cache, "default-target") == "llamacpp-f16"
     assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") == "llamacpp-f16"

@@ -17,16 +17,6 @@ from generation.drafters.policy import (
 )
 
 
-class QuietLoad:
-    other_cores, disturbed = 0.0, False
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-
 def test_expected_tokens_counts_the_bonus_token():
     assert expected_tokens(0.0, 5) == 1.0
     assert expected_tokens(1.0, 5) == 6.0
@@ -61,7 +51,6 @@ def test_acceptance_counts_a_draft_as_trials_up_to_the_first_miss():
 
 
 def test_calibration_is_measured_once_and_cached(target, tmp_path, monkeypatch):
-    monkeypatch.setattr("generation.calibration.OtherLoad", QuietLoad)  # whatever else the machine runs
     lm = CachedLM(target)
     path = tmp_path / "calibration.json"
     first = cached_relative_costs(lm, path)
