@@ -13,8 +13,9 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.atomic import write_atomic
 from generation.arrays import random_tokens
@@ -70,22 +71,30 @@ def setup_key(lm: CachedLM | LlamaCppLM, extra: str = "") -> str:
 
 def cached_relative_costs(lm: CachedLM | LlamaCppLM, cache_file: Path | None, extra: str = "") -> dict[int, float]:
     """The calibrated shape for this setup, measured once and kept in `cache_file` (JSON)."""
-    key = setup_key(lm, extra)
+    relative, _ = measured_once(cache_file, setup_key(lm, extra), lambda: measure_relative_costs(lm), "pass costs")
+    return {int(n): float(r) for n, r in relative.items()}
+
+
+def measured_once(cache_file: Path | None, key: str, measure: Callable[[], Any], what: str) -> tuple[Any, bool]:
+    """`cache_file`'s entry `key`, else `measure()` kept there, and whether the value is kept: one measured
+    while other work shared the CPU is used for this process only and measured again by the next
+    (generation/contention.py)."""
     table = read_table(cache_file)
     if key in table:
-        return {int(n): float(r) for n, r in table[key].items()}
+        return table[key], True
     with OtherLoad() as load:
-        relative = measure_relative_costs(lm)
-    if cache_file is not None and not load.disturbed:  # measured under other work: used now, measured again next time
-        table[key] = relative
-        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
-    elif load.disturbed:
+        value = measure()
+    if load.disturbed:
         logger.warning(
-            "the pass costs were measured while other work used %.1f cores; they are not kept and will be "
-            "measured again at the next start",
+            "%s measured while other work used %.1f cores: not kept, measured again at the next start",
+            what,
             load.other_cores,
         )
-    return relative
+        return value, False
+    if cache_file is not None:
+        table[key] = value
+        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
+    return value, True
 
 
 def read_table(path: Path | None) -> dict:

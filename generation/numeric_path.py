@@ -14,8 +14,6 @@ path is one flag away.
 from __future__ import annotations
 
 import hashlib
-import json
-import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,11 +22,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.cached_lm import CachedLM
-from generation.calibration import measure_prefill_and_passes, read_table
-from generation.contention import OtherLoad
+from generation.calibration import measure_prefill_and_passes, measured_once
 from generation.drafters.policy import PassCost, best_draft_length
 from generation.errors import ModelError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
@@ -39,7 +35,6 @@ from generation.path_choice import remember_auto_path
 from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
 
-logger = logging.getLogger(__name__)
 SHAPE = (8960, 1536)  # the default target's MLP projection
 ROWS = (1, 8)
 
@@ -219,25 +214,8 @@ def cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[],
 
 
 def _cached_measurement(cache_file: Path | None, kind: str, measure: Callable[[], Any]) -> tuple[Any, bool]:
-    """The measurement, and whether it is kept: one taken while other work shared the CPU is used for this
-    process only and taken again by the next (generation/contention.py)."""
-    key = f"{kind}:{machine_key()}"
-    table = read_table(cache_file)
-    if key in table:
-        return table[key], True
-    with OtherLoad() as load:
-        value = measure()
-    if load.disturbed:
-        logger.warning(
-            "the %s measurement ran while other work used %.1f cores; it is not kept and will be taken again",
-            kind,
-            load.other_cores,
-        )
-        return value, False
-    table[key] = value
-    if cache_file is not None:
-        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
-    return value, True
+    """The measurement, and whether it is kept (calibration.measured_once)."""
+    return measured_once(cache_file, f"{kind}:{machine_key()}", measure, f"the {kind} measurement")
 
 
 @torch.inference_mode()

@@ -40,7 +40,6 @@ def quiet_machine(monkeypatch):
     left unkept ran again inside a test that counted passes); the tests of that rule set their own load."""
     from machine_fakes import FakeLoad
 
-    from generation import calibration, numeric_path
+    from generation import calibration
 
     monkeypatch.setattr(calibration, "OtherLoad", FakeLoad)
-    monkeypatch.setattr(numeric_path, "OtherLoad", FakeLoad)

@@ -101,7 +101,7 @@ def test_a_path_measured_while_other_work_shares_the_cpu_is_used_but_neither_it_
     from generation.path_choice import remembered_auto_path
 
     calls = []
-    monkeypatch.setattr(paths, "OtherLoad", lambda: FakeLoad(1.0))
+    monkeypatch.setattr("generation.calibration.OtherLoad", lambda: FakeLoad(1.0))
     monkeypatch.setattr(paths, "measure_paths", lambda: calls.append(1) or {"none": 3.0, "int4": 1.0, "int8": 2.0})
     monkeypatch.setattr(paths, "llamacpp_available", lambda: True)
     monkeypatch.setattr(paths, "measure_answer_seconds", lambda *a: {"int4": 9.0, "llamacpp": 8.0, "llamacpp-f16": 7.0})
