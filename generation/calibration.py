@@ -4,7 +4,8 @@ The draft-length policy needs c(n) / c(1). We time passes of n = 1..16 new token
 few hundred tokens of context, take the fastest of a few interleaved repeats (the least
 disturbed by other work on the machine), and cache the shape on disk keyed by model,
 device, dtype, thread count and kernel layout, so only the first start pays (~10-20 s for
-a 1.5B model on 2 CPU cores, milliseconds for a tiny test model).
+a 1.5B model on 2 CPU cores, milliseconds for a tiny test model). A measurement other work
+disturbed is kept apart until a start on a quiet machine replaces it (`measured_once`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from generation.llamacpp_lm import LlamaCppLM
 
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
+UNDER_LOAD = "measured under load"  # the table of measurements a busy machine disturbed, by their keys
+BUSY_PROBE_SECONDS = 0.5  # how long a start watches the machine before using a disturbed measurement again
 logger = logging.getLogger(__name__)
 
 
@@ -76,25 +79,42 @@ def cached_relative_costs(lm: CachedLM | LlamaCppLM, cache_file: Path | None, ex
 
 
 def measured_once(cache_file: Path | None, key: str, measure: Callable[[], Any], what: str) -> tuple[Any, bool]:
-    """`cache_file`'s entry `key`, else `measure()` kept there, and whether the value is kept: one measured
-    while other work shared the CPU is used for this process only and measured again by the next
-    (generation/contention.py)."""
+    """`cache_file`'s entry `key`, else `measure()` kept there, and whether the value is kept for good.
+
+    One measured while other work shared the CPU (generation/contention.py) is kept apart, under UNDER_LOAD:
+    later starts on a machine that is still busy use it as it is, and the first start on a quiet machine
+    measures again. Measuring on every start instead cost each start of a loaded machine 10-60 s."""
     table = read_table(cache_file)
     if key in table:
         return table[key], True
+    earlier = table.get(UNDER_LOAD, {}).get(key)
+    if earlier is not None and machine_busy():
+        logger.info("%s: using the one taken under load at an earlier start (other work runs now too)", what)
+        return earlier, False
     with OtherLoad() as load:
         value = measure()
     if load.disturbed:
         logger.warning(
-            "%s measured while other work used %.1f cores: not kept, measured again at the next start",
+            "%s taken while other work used %.1f cores: used until a start on a quiet machine measures again",
             what,
             load.other_cores,
         )
-        return value, False
     if cache_file is not None:
-        table[key] = value
+        table = read_table(cache_file)  # again: another process may have written an entry meanwhile
+        if load.disturbed:
+            table.setdefault(UNDER_LOAD, {})[key] = value
+        else:
+            table[key] = value
+            table.get(UNDER_LOAD, {}).pop(key, None)
         write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
-    return value, True
+    return value, not load.disturbed
+
+
+def machine_busy(seconds: float = BUSY_PROBE_SECONDS) -> bool:
+    """Does other work keep more of the CPU busy than a measurement tolerates? (this process idles meanwhile)"""
+    with OtherLoad() as load:
+        time.sleep(seconds)
+    return load.disturbed
 
 
 def read_table(path: Path | None) -> dict:

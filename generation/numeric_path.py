@@ -60,8 +60,8 @@ def resolve_path(
     if device.type != "cpu" or dtype != "auto":
         return "none"
     chosen, kept = _fastest_on_cpu(cache_file, target)
-    if target is not None and kept:
-        remember_auto_path(cache_file, target, chosen)  # so a later process can read it without torch
+    if target is not None:
+        remember_auto_path(cache_file, target, chosen, kept)  # so a later process can read it without torch
     return chosen
 
 

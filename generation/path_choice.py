@@ -22,7 +22,7 @@ from pathlib import Path
 
 from core.atomic import write_atomic
 from core.hardware import cpu_name
-from generation.calibration import read_table
+from generation.calibration import UNDER_LOAD, machine_busy, read_table
 
 KIND = "auto-path2"  # "2": decisions of the rule before session 43 are made again (numeric_path.ANSWER_PATH)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's default thread count follows
@@ -57,18 +57,28 @@ def light_key(target: str) -> str:
 
 def remembered_auto_path(cache_file: Path | None, target: str, device: str, dtype: str) -> str | None:
     """The path `auto` resolved to for this target on this machine, if it was recorded and still applies
-    (a CPU-only machine, default dtype); None means: resolve it with torch."""
+    (a CPU-only machine, default dtype); None means: resolve it with torch. A choice made from measurements
+    other work disturbed applies only while the machine is still busy (calibration.measured_once)."""
     if not cpu_only(device) or dtype != "auto":
         return None
-    return read_table(cache_file).get(light_key(target))
+    table, key = read_table(cache_file), light_key(target)
+    if key in table:
+        return table[key]
+    earlier = table.get(UNDER_LOAD, {}).get(key)
+    return earlier if earlier is not None and machine_busy() else None
 
 
-def remember_auto_path(cache_file: Path | None, target: str, path: str) -> None:
-    """Record what `auto` resolved to (numeric_path.resolve_path calls this after measuring)."""
+def remember_auto_path(cache_file: Path | None, target: str, path: str, kept: bool = True) -> None:
+    """Record what `auto` resolved to (numeric_path.resolve_path calls this after measuring); `kept=False`:
+    from measurements taken under load, so only until a quiet start resolves it again."""
     if cache_file is None:
         return
     table = read_table(cache_file)
-    key = light_key(target)
-    if table.get(key) != path:
+    key, before = light_key(target), json.dumps(table, sort_keys=True)
+    if kept:
         table[key] = path
+        table.get(UNDER_LOAD, {}).pop(key, None)
+    else:
+        table.setdefault(UNDER_LOAD, {})[key] = path
+    if json.dumps(table, sort_keys=True) != before:
         write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))

@@ -5,7 +5,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from machine_fakes import FakeLoad
 
 from generation import calibration, contention
@@ -37,14 +36,41 @@ def test_another_process_spinning_during_the_measurement_is_other_load():
     assert load.disturbed and load.other_cores > 0.5
 
 
-def test_pass_costs_measured_under_other_work_are_used_but_not_kept(target, tmp_path, monkeypatch, caplog):
-    lm, path = CachedLM(target), tmp_path / "calibration.json"
+def test_pass_costs_measured_under_other_work_serve_busy_starts_until_a_quiet_start_measures_again(
+    target, tmp_path, monkeypatch, caplog
+):
+    lm, path, measured = CachedLM(target), tmp_path / "calibration.json", []
+    real = calibration.measure_relative_costs
+    monkeypatch.setattr(calibration, "measure_relative_costs", lambda *a, **k: measured.append(1) or real(*a, **k))
+    monkeypatch.setattr(calibration, "BUSY_PROBE_SECONDS", 0.01)
     monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
     costs = calibration.cached_relative_costs(lm, path)
-    assert costs[1] == 1.0 and not path.exists()  # used for this start, measured again at the next
-    assert "measured again at the next start" in caplog.text
+    assert costs[1] == 1.0 and len(measured) == 1 and "until a start on a quiet machine" in caplog.text
+    table = json.loads(path.read_text())
+    assert list(table) == [calibration.UNDER_LOAD] and len(table[calibration.UNDER_LOAD]) == 1
+    assert calibration.cached_relative_costs(lm, path) == costs and len(measured) == 1  # still busy: not again
     monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(0.0))
+    assert calibration.cached_relative_costs(lm, path)[1] == 1.0 and len(measured) == 2  # quiet: measured again
+    table = json.loads(path.read_text())
+    assert len(table) == 2 and table[calibration.UNDER_LOAD] == {}  # kept for good, the disturbed one dropped
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
     calibration.cached_relative_costs(lm, path)
-    assert len(json.loads(path.read_text())) == 1
-    monkeypatch.setattr(calibration, "measure_relative_costs", lambda *a, **k: pytest.fail("remeasured"))
-    assert calibration.cached_relative_costs(lm, path)[1] == 1.0
+    assert len(measured) == 2  # a kept measurement is never taken again, busy or not
+
+
+def test_a_quiet_measurement_keeps_entries_another_process_wrote_meanwhile(tmp_path):
+    path = tmp_path / "calibration.json"
+
+    def measure_while_another_process_writes():
+        path.write_text(json.dumps({"other": 1}))
+        return 2
+
+    assert calibration.measured_once(path, "mine", measure_while_another_process_writes, "x") == (2, True)
+    assert json.loads(path.read_text()) == {"other": 1, "mine": 2}
+
+
+def test_the_busy_probe_is_busy_above_the_other_work_a_measurement_tolerates(monkeypatch):
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
+    assert calibration.machine_busy(0.01)
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(0.1))
+    assert not calibration.machine_busy(0.01)

@@ -92,23 +92,30 @@ def test_the_path_is_measured_once_per_machine_and_float32_stays_one_flag_away(t
     assert resolve_path("int8", cpu, "auto", cache) == "int8"
 
 
-def test_a_path_measured_while_other_work_shares_the_cpu_is_used_but_neither_it_nor_the_choice_is_kept(
-    tmp_path, monkeypatch
-):
+def test_a_path_measured_while_other_work_shares_the_cpu_serves_busy_starts_until_a_quiet_one(tmp_path, monkeypatch):
     from machine_fakes import FakeLoad
 
+    from generation import calibration
     from generation import numeric_path as paths
     from generation.path_choice import remembered_auto_path
 
     calls = []
-    monkeypatch.setattr("generation.calibration.OtherLoad", lambda: FakeLoad(1.0))
+    monkeypatch.setattr(calibration, "BUSY_PROBE_SECONDS", 0.01)
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
     monkeypatch.setattr(paths, "measure_paths", lambda: calls.append(1) or {"none": 3.0, "int4": 1.0, "int8": 2.0})
     monkeypatch.setattr(paths, "llamacpp_available", lambda: True)
     monkeypatch.setattr(paths, "measure_answer_seconds", lambda *a: {"int4": 9.0, "llamacpp": 8.0, "llamacpp-f16": 7.0})
     cache, cpu = tmp_path / "calibration.json", torch.device("cpu")
-    assert resolve_path("auto", cpu, "auto", cache, "default-target") == "llamacpp-f16"  # used for this process
-    assert not cache.exists() and remembered_auto_path(cache, "default-target", "cpu", "auto") is None
+    assert resolve_path("auto", cpu, "auto", cache, "default-target") == "llamacpp-f16" and len(calls) == 1
+    # still busy: the next start takes the same choice without torch, and nothing is measured again
+    assert remembered_auto_path(cache, "default-target", "cpu", "auto") == "llamacpp-f16"
+    assert resolve_path("auto", cpu, "auto", cache, "default-target") == "llamacpp-f16" and len(calls) == 1
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(0.0))
+    assert remembered_auto_path(cache, "default-target", "cpu", "auto") is None  # quiet: resolve it again
     assert resolve_path("auto", cpu, "auto", cache, "default-target") == "llamacpp-f16" and len(calls) == 2
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
+    assert remembered_auto_path(cache, "default-target", "cpu", "auto") == "llamacpp-f16"  # kept for good now
+    assert json.loads(cache.read_text())[calibration.UNDER_LOAD] == {}
 
 
 @pytest.mark.parametrize(
