@@ -8,7 +8,9 @@ as found when it is built from one single passage and the user's own values:
   `--gpus-per-node` and the values `volta` and `2`);
 - every name (the first word, an option, a setting's key) must be a piece of that passage;
 - every other piece too, unless it is the user's: a number, range, size or time, a
-  `<placeholder>`, or a value the question names (`NodeName=c042` when the question asks about c042).
+  `<placeholder>`, or a value the question names (`NodeName=c042` when the question asks about c042;
+  a quoted `Reason="ECC memory warnings"` the question writes is one such value).
+A lone value the question names (`c042` in backticks) is found too: it is the user's own, not a claim.
 So `sbatch --array=0-15%4 -N1 tmp` (a source's `$ sbatch --array=0-31 -N1 tmp` with the throttle
 asked for) and `srun --gpus-per-node=volta:2` (a source has `volta:3`) are found, while
 `sbatch --afterok=123` (no source has the option `--afterok`) is not. Such items are marked
@@ -63,6 +65,8 @@ _SLOT = re.compile(r"<[^<>\s]+>")
 _SLOTS = re.compile(r"<[^<>\s]+>(?:[^\w\s<>]+<[^<>\s]+>)+")  # `<backend>/<server>`, `<user>@<host>`
 _JOINERS = re.compile(r"[\W_]+")
 _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reboot` reads as one setting
+# `Reason="ECC memory warnings"`: the quoted words are one value (the user's reason), not arguments of their own
+_QUOTED_SETTING = re.compile(r"""(?<!\S)[^\s="']+=(["'])[^"'\n]*?\s[^"'\n]*?\1(?!\S)""")
 _BUILT_KINDS = ("code", "command", "option")  # the kinds a user's values may go into (`_built_from_one`)
 
 
@@ -90,6 +94,7 @@ class GroundingSources:
         self.sorted_vocabularies = [sorted(v) for v in self.vocabularies]
         self.question = question
         self._spaced_question = f" {_spaced(question)} "
+        self._question_values = _question_values(question)
 
     def finds(self, kind: str, text: str) -> tuple[bool, bool]:
         """(found, adapted) for one normalised item: verbatim in a passage, or built from one passage and
@@ -141,10 +146,13 @@ class GroundingSources:
         return self._built(kind, text)[0]
 
     def _built(self, kind: str, text: str) -> tuple[bool, bool]:
-        """(found, adapted) by `_built_from_one`, for the kinds a user's values may go into."""
-        if kind in _BUILT_KINDS:
-            return _built_from_one(text, self.vocabularies, self.question)
-        return False, False
+        """(found, adapted) by `_built_from_one`, for the kinds a user's values may go into; a lone value the
+        question itself writes (`cn117` for a question about node cn117) is the user's: found, nothing to check."""
+        if kind not in _BUILT_KINDS:
+            return False, False
+        if text in self._question_values:
+            return True, False
+        return _built_from_one(text, self.vocabularies, self.question)
 
     def may_complete(self, text: str) -> bool:
         """Can a code span or option still being written (`text`, cut anywhere) end up found?
@@ -154,7 +162,7 @@ class GroundingSources:
         the finished item.
         """
         text = _SPACE.sub(" ", text).lstrip()
-        if not text or text in self.haystack:
+        if not text or text in self.haystack or any(value.startswith(text) for value in self._question_values):
             return True
         split = pieces(text)
         if not split:
@@ -175,6 +183,13 @@ class GroundingSources:
             return True
         spaced = _spaced(piece) + (" " if _JOINERS.match(piece[-1]) else "")
         return bool(spaced.strip()) and f" {spaced}" in self._spaced_question
+
+
+def _question_values(question: str) -> frozenset[str]:
+    """The question's words that name a value of the user's own rather than a plain word or an option: a
+    node, job or host name with a digit or a joiner in it (`cn117`, `gpu-node-3`, `4711`)."""
+    words = (word.strip(WORD_EDGES + "?!") for word in question.split())
+    return frozenset(word for word in words if len(word) >= 2 and not word.isalpha() and not word.startswith("-"))
 
 
 def _spaced(text: str) -> str:
@@ -281,9 +296,14 @@ def pieces(line: str) -> list[tuple[str, str]]:
 
 
 def _command_words(line: str) -> list[str]:
-    """The words of a command line, `key = value` read as one setting, edge punctuation dropped."""
-    words = (word.strip(WORD_EDGES) for word in _SPACED_EQUALS.sub("=", line).split())
-    return [word for word in words if word]
+    """The words of a command line, `key = value` and `key="several words"` each read as one setting, edge
+    punctuation dropped."""
+    line, words, at = _SPACED_EQUALS.sub("=", line), [], 0
+    for setting in _QUOTED_SETTING.finditer(line):
+        words += [*line[at : setting.start()].split(), setting.group(0)]
+        at = setting.end()
+    words += line[at:].split()
+    return [word for word in (word.strip(WORD_EDGES) for word in words) if word]
 
 
 def _split_word(word: str, first: bool) -> list[tuple[str, str]]:
@@ -324,7 +344,12 @@ def _builders(line: str, vocabularies: Sequence[set[str]], question: str) -> Ite
     split = pieces(line)
     if len(split) < 2:
         return
-    needed = {text: role for role, text in split if not _users_value(role, text, question)}
+    needed = {
+        word: role
+        for role, text in split
+        if not _users_value(role, text, question)
+        for word in (text.split() if role == "value" else [text])  # a quoted value no question names: its words
+    }
     if not needed:
         return
     sourced = {text for _, text in split}

@@ -64,6 +64,34 @@ def test_a_command_built_from_one_sources_words_is_found_but_not_one_mixing_sour
     assert items["sbatch"]
 
 
+def test_a_quoted_reason_and_a_lone_name_from_the_question_are_the_users_values():
+    # session 44, fresh6 s6-01: the right drain command and the node's name were flagged "not found", and the
+    # nearest source command shown beside the flag was `State=DOWN`, the one that kills the running jobs
+    passages = [
+        "Set the node's state to DRAIN until all jobs terminate: scontrol update NodeName=name State=DOWN "
+        "Reason=hung_completing",
+        "Reason=<reason> Identify the reason the node is in a DOWN or DRAINED state.",
+    ]
+    question = "Node cn117 is throwing ECC memory warnings. How do I stop new jobs landing on it?"
+    answer = (
+        '```\nscontrol update NodeName=cn117 State=DRAIN Reason="ECC memory warnings"\n```\n'
+        "This keeps new jobs off `cn117`.\n"
+        '```\nscontrol update NodeName=cn117 State=DRAIN Reason="flaky power supply"\n```\n'  # words no one wrote
+        "`cn118` `ECC` `--cn117`\n"  # another node, a plain word, an option: never the user's
+    )
+    items = {item.text: item for item in check_grounding(answer, passages, question)}
+    drain = 'scontrol update NodeName=cn117 State=DRAIN Reason="ECC memory warnings"'
+    assert items[drain].found and items[drain].adapted and items[drain].unasked == ()
+    assert items["cn117"].found and not items["cn117"].adapted  # the user's own name: no note to check it
+    assert not items['scontrol update NodeName=cn117 State=DRAIN Reason="flaky power supply"'].found
+    for text in ("cn118", "ECC", "--cn117"):
+        assert not items[text].found, text
+    # the decoding filter may write the node's name in a code span, and a quoted reason is closed whole
+    sources = GroundingSources(passages, question)
+    assert all(sources.may_complete("cn117"[:end]) for end in range(1, 6)) and sources.holds_whole("code", "cn117")
+    assert sources.holds_whole("code", drain)
+
+
 def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted():
     passages = [
         "Request GPUs with srun --gpus-per-node=volta:3. "
