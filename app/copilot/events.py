@@ -208,6 +208,9 @@ class Final:
     definitions: list[Definition] = field(default_factory=list)
     # sentences joining quotes of two different items of one source (splices.py)
     spliced: list[Splice] = field(default_factory=list)
+    # it says again, word for word, what an earlier answer of the conversation said (repeats.py): it may not
+    # answer this question
+    repeats_earlier: bool = False
 
     @property
     def finish_label(self) -> str:

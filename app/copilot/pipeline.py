@@ -39,7 +39,7 @@ from app.copilot.prompting import (
     shown_text,
 )
 from app.copilot.recite import recite
-from app.copilot.repeats import shown_answer, without_sentences
+from app.copilot.repeats import repeats_earlier_answer, shown_answer, without_sentences
 from app.copilot.splices import spliced_sentences
 from app.copilot.subcommands import with_tools
 from app.copilot.swapped import swapped_subjects
@@ -658,6 +658,7 @@ def _checked_final(
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),
+        repeats_earlier=not notice and repeats_earlier_answer(answer, [turn.answer for turn in prepared.history]),
     )
 
 

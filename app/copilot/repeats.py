@@ -14,6 +14,12 @@ the same way: it cites nothing.
 Nothing else changes: a sentence that says anything new stays, so does every line of code
 that is not a repeat, and the raw answer stays in `Final.answer`. An answer that ended on its
 own gets its prose sentences collapsed the same way, and keeps its code as written.
+
+A follow-up can also get an earlier answer back whole. Asked in the chat (runbooks) "And how do I
+take it out of the batch system while I fix it?" after a question on a node's CVMFS errors, the
+model wrote its first answer (remount CVMFS) again word for word, with the draining runbook among
+its passages (session 44). `repeats_earlier_answer` tells such an answer, and the front ends warn
+that it may not answer the question asked.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from collections.abc import Sequence
 from app.copilot.markers import MARKER_GROUP
 
 MIN_KEY_CHARS = 20  # shorter units ("```", "}", "Example:") may legitimately come twice
+MIN_REPEATED_CHARS = 80  # how much of an earlier answer said again tells a repeat; a short sentence may recur
 _FENCE = re.compile(r"^\s*```")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _LEADING_MARKERS = re.compile(rf"(?:\s*{MARKER_GROUP.pattern})*\s*")
@@ -124,3 +131,17 @@ def without_sentences(text: str, sentences: Sequence[str]) -> str:
         text = re.sub(re.escape(sentence) + r"[ \t]*", "", text, count=1)
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def repeats_earlier_answer(answer: str, earlier: Sequence[str]) -> bool:
+    """Does `answer` only say again what one of the `earlier` answers of its conversation said: is every
+    sentence or line of it that is long enough to tell (MIN_KEY_CHARS) one of that answer's, with at least
+    MIN_REPEATED_CHARS of them? ([n] markers, case and spacing aside; a short or empty answer never does.)"""
+    keys = [key for key in (_key(unit) for unit in _all_units(answer)) if len(key) >= MIN_KEY_CHARS]
+    if sum(map(len, keys)) < MIN_REPEATED_CHARS:
+        return False
+    return any(set(keys) <= {_key(unit) for unit in _all_units(before)} for before in earlier)
+
+
+def _all_units(text: str) -> list[str]:
+    return [unit for line in text.split("\n") for unit in _units(line)]

@@ -41,6 +41,12 @@ def stats_parts(final: Final) -> list[str]:
     return parts
 
 
+REPEATED_EARLIER = (
+    "this answer says again, word for word, what an earlier answer of the conversation said, so it may not "
+    "answer this question: ask it again on its own, in a new conversation, or in other words"
+)
+
+
 def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, str]]:
     """The checks an operator should read before acting on the answer, as (level, text).
 
@@ -52,6 +58,8 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", warning))
     if final.withheld:
         return notes
+    if final.repeats_earlier:
+        notes.append(("warning", REPEATED_EARLIER))
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))

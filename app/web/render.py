@@ -21,6 +21,7 @@ from app.copilot import Final, GroundingItem, Segment
 from app.copilot.events import Definition, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
+    REPEATED_EARLIER,
     adapted,
     assembled,
     borrowed,
@@ -85,6 +86,9 @@ def details_html(final: Final) -> str:
     warning = weak_match_warning(final.relevance)
     parts = [
         f'<div class="sr-warn">⚠ {html.escape(warning[0].upper() + warning[1:])}</div>' if warning else "",
+        f'<div class="sr-warn">⚠ {html.escape(REPEATED_EARLIER[0].upper() + REPEATED_EARLIER[1:])}</div>'
+        if final.repeats_earlier and not final.withheld
+        else "",
         # a withheld answer's words are not shown, so neither is where they came from nor what they invented
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         ""

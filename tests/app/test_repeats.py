@@ -4,7 +4,7 @@ import pytest
 from copilot_fakes import FakeRetriever, script_answer
 
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
-from app.copilot.repeats import collapse_repeats, shown_answer
+from app.copilot.repeats import collapse_repeats, repeats_earlier_answer, shown_answer
 from app.web.session import Exchange
 
 MUNGE = "All nodes in the cluster must be configured with the same munge.key file."
@@ -89,3 +89,38 @@ def test_the_pipeline_shows_a_repeating_answer_collapsed_and_keeps_the_raw_one(t
     for event in events:
         view.apply(event)
     assert view.answer == final.shown  # the chat replaces the streamed loop
+
+
+CVMFS = (
+    "[1] Drain the node first, then:\n\n```\ncvmfs_config umount\nsystemctl restart autofs\ncvmfs_config probe\n```\n\n"
+    "Once the node is drained, reboot it rather than killing processes by hand."
+)
+
+
+def test_an_answer_that_only_says_an_earlier_answer_again_is_told_apart():
+    assert repeats_earlier_answer(CVMFS.replace("[1]", "[3]"), ["[2] Something else entirely, at length.", CVMFS])
+    # markers, case and spacing aside; one new sentence of its own and it answers something
+    assert repeats_earlier_answer(CVMFS.upper().replace("\n\n", "\n"), [CVMFS])
+    assert not repeats_earlier_answer(CVMFS + "\n\nTo drain it: `scontrol update State=DRAIN`.", [CVMFS])
+    assert not repeats_earlier_answer(CVMFS, [])  # a first question
+    assert not repeats_earlier_answer("[2] Yes, the sources say so.", ["[1] Yes, the sources say so."])  # too short
+
+
+def test_the_front_ends_warn_when_a_follow_up_gets_the_earlier_answer_again(tiny_engine, monkeypatch):
+    # session 44, in the chat on the runbooks: "And how do I take it out of the batch system while I fix it?"
+    # after a CVMFS question got the CVMFS answer again, word for word
+    from app.copilot.summary import REPEATED_EARLIER, check_notes
+    from app.web import render
+
+    docs = [("cvmfs.md", CVMFS.removeprefix("[1] ")), ("drain.md", "Drain a node: scontrol update State=DRAIN.")]
+    copilot = Copilot(
+        loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(gate="off")), FakeRetriever(docs)
+    )
+    script_answer(copilot, monkeypatch, CVMFS)
+    first = list(copilot.answer("wn-042 fails jobs with CVMFS errors. What do I do first?"))[-1]
+    follow_up = list(copilot.answer("And how do I take it out of the batch system?", history=[first.turn]))[-1]
+    assert not first.repeats_earlier and follow_up.repeats_earlier
+    assert ("warning", REPEATED_EARLIER) in check_notes(follow_up, code=str)
+    assert ("warning", REPEATED_EARLIER) not in check_notes(first, code=str)
+    assert "This answer says again, word for word" in render.details_html(follow_up)
+    assert "word for word" not in render.details_html(first)
