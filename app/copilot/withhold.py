@@ -229,10 +229,14 @@ def example_credential_notice(answer: str, passages: Sequence[str]) -> str:
     return ""
 
 
-# A question that asks for a fact of the operator's own site: a wh-word, then "our", "we" or "us" in the same
-# sentence ("What is our team's maintenance window...", "Where do we keep the certificate...", "Which of our nodes").
+# A question that asks for a fact of the operator's own site: a wh-word opening a sentence or a clause, then
+# "our", "we" or "us" in the same sentence ("What is our team's maintenance window...", "Where do we keep the
+# certificate...", "Which of our nodes", "Before I book it, who signs it off, and how much notice do we give?").
+# "How" asks for a way, not a fact, except as "how much / many / long / often" (fresh6 `s6-19`, session 44).
 _NOT_VALUES = ("code", "command", "option", "path")  # grounding kinds that are ways to do or find, not values
-_OWN_SITE_QUESTION = re.compile(r"(?:^|[.?!]\s+)(?:what|which|where|when|who)\b[^.?!]*\b(?:our|we|us)\b", re.I)
+_OWN_SITE_QUESTION = re.compile(
+    r"(?:^|[.?!,;:]\s+)(?:what|which|where|when|who|how\s+(?:much|many|long|often))\b[^.?!]*\b(?:our|we|us)\b", re.I
+)
 
 
 def own_site_notice(question: str, answer: str, grounding: Sequence[GroundingItem]) -> str:

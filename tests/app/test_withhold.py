@@ -12,7 +12,14 @@ from app.copilot.abstention import abstains
 from app.copilot.events import Passage, Token
 from app.copilot.grounding import check_grounding
 from app.copilot.pipeline import final_from_text
-from app.copilot.withhold import WITHHELD, ContactGuard, UnsourcedSubjectCheck, unsourced_settings, withheld_notice
+from app.copilot.withhold import (
+    WITHHELD,
+    ContactGuard,
+    UnsourcedSubjectCheck,
+    own_site_question,
+    unsourced_settings,
+    withheld_notice,
+)
 from app.eval.questions import Question
 from app.eval.runner import answer_record
 from app.web.session import Exchange
@@ -197,6 +204,30 @@ def test_a_value_no_source_has_for_a_question_about_the_own_site_withholds_the_a
     how = "How do I restart our Apache without cutting off downloads?"
     final = final_for("[1] Run `apache2ctl -k graceful`, best between 02:00 and 04:00.", RESTARTS, how)
     assert final.withheld == "" and "02:00" in {item.text for item in final.ungrounded}
+
+
+def test_a_fact_of_the_own_site_asked_in_a_later_clause_or_as_how_much_is_an_own_site_question():
+    # fresh6 `s6-19` (development half, session 44): the sign-off and "24 hours" notice were invented and shown
+    reservation = (
+        "Before I put a maintenance reservation on the whole cluster, who do I need to get sign-off from, "
+        "and how much notice do we have to give users?"
+    )
+    for question in (
+        reservation,
+        "How many core-hours has the physics account been granted under our allocation policy?",
+        "How long do we keep job records on our cluster?",
+    ):
+        assert own_site_question(question), question
+    for question in (  # a way to do something, or a "we" that is not asked about
+        "How do I restart our Apache without cutting off downloads?",
+        "If we drain a node, what happens to its jobs?",
+        "After we drained it, which command shows the reason?",
+        "How long does Slurm keep job records by default?",
+    ):
+        assert not own_site_question(question), question
+    invented = "[5] You need sign-off from the coordinator of the cluster. You have 24 hours to give users notice."
+    final = final_for(invented, RESTARTS, reservation)
+    assert final.withheld.startswith(WITHHELD) and "24 hours" not in final.shown
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 8])
