@@ -87,7 +87,7 @@ def measured_once(cache_file: Path | None, key: str, measure: Callable[[], Any],
     table = read_table(cache_file)
     if key in table:
         return table[key], True
-    earlier = table.get(UNDER_LOAD, {}).get(key)
+    earlier = under_load(table).get(key)
     if earlier is not None and machine_busy():
         logger.info("%s: using the one taken under load at an earlier start (other work runs now too)", what)
         return earlier, False
@@ -101,11 +101,14 @@ def measured_once(cache_file: Path | None, key: str, measure: Callable[[], Any],
         )
     if cache_file is not None:
         table = read_table(cache_file)  # again: another process may have written an entry meanwhile
+        busy_entries = under_load(table)
         if load.disturbed:
-            table.setdefault(UNDER_LOAD, {})[key] = value
+            busy_entries[key] = value
         else:
             table[key] = value
-            table.get(UNDER_LOAD, {}).pop(key, None)
+            busy_entries.pop(key, None)
+        if busy_entries or UNDER_LOAD in table:
+            table[UNDER_LOAD] = busy_entries
         write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
     return value, not load.disturbed
 
@@ -115,6 +118,12 @@ def machine_busy(seconds: float = BUSY_PROBE_SECONDS) -> bool:
     with OtherLoad() as load:
         time.sleep(seconds)
     return load.disturbed
+
+
+def under_load(table: dict) -> dict:
+    """The table's entries measured under load ({} when it has none, or the file was edited into another shape)."""
+    entries = table.get(UNDER_LOAD)
+    return entries if isinstance(entries, dict) else {}
 
 
 def read_table(path: Path | None) -> dict:

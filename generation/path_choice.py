@@ -22,7 +22,7 @@ from pathlib import Path
 
 from core.atomic import write_atomic
 from core.hardware import cpu_name
-from generation.calibration import UNDER_LOAD, machine_busy, read_table
+from generation.calibration import UNDER_LOAD, machine_busy, read_table, under_load
 
 KIND = "auto-path2"  # "2": decisions of the rule before session 43 are made again (numeric_path.ANSWER_PATH)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's default thread count follows
@@ -64,7 +64,7 @@ def remembered_auto_path(cache_file: Path | None, target: str, device: str, dtyp
     table, key = read_table(cache_file), light_key(target)
     if key in table:
         return table[key]
-    earlier = table.get(UNDER_LOAD, {}).get(key)
+    earlier = under_load(table).get(key)
     return earlier if earlier is not None and machine_busy() else None
 
 
@@ -75,10 +75,13 @@ def remember_auto_path(cache_file: Path | None, target: str, path: str, kept: bo
         return
     table = read_table(cache_file)
     key, before = light_key(target), json.dumps(table, sort_keys=True)
+    busy_entries = under_load(table)
     if kept:
         table[key] = path
-        table.get(UNDER_LOAD, {}).pop(key, None)
+        busy_entries.pop(key, None)
     else:
-        table.setdefault(UNDER_LOAD, {})[key] = path
+        busy_entries[key] = path
+    if busy_entries or UNDER_LOAD in table:
+        table[UNDER_LOAD] = busy_entries
     if json.dumps(table, sort_keys=True) != before:
         write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))

@@ -74,3 +74,11 @@ def test_the_busy_probe_is_busy_above_the_other_work_a_measurement_tolerates(mon
     assert calibration.machine_busy(0.01)
     monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(0.1))
     assert not calibration.machine_busy(0.01)
+
+
+def test_an_entry_under_load_edited_into_another_shape_is_measured_again_and_replaced(tmp_path, monkeypatch):
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({calibration.UNDER_LOAD: ["not", "a", "table"], "other": 1}))
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
+    assert calibration.measured_once(path, "mine", lambda: 2, "x") == (2, False)
+    assert json.loads(path.read_text()) == {calibration.UNDER_LOAD: {"mine": 2}, "other": 1}
