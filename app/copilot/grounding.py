@@ -55,11 +55,14 @@ _QUOTED = re.compile(r'["“]([a-z][\w.-]* [^"“”\n]+)["”]')
 _COMMAND_MARK = re.compile(r"(?:^|\s)--?[A-Za-z]|\w=\S|<[^<>\s]+>")
 _SPACE = re.compile(r"\s+")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
-_SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d+)")
+_SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d[\d\-:/T]*)")  # -N1, -S2014-07-03-11:40 (a date)
 _VALUE_SPLIT = re.compile(r"[:,]")
-# 20, 0-499%10, [1-16], 16G; a date with its hour, as a time value splits at ':' (StartTime=2024-05-01T14:00:00)
-_NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?|\d{4}-\d\d-\d\dT\d\d?")
-_NUMBER_PREFIX = re.compile(r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?|\d{4}-\d\d-\d\dT\d{0,2}")  # its start
+# 20, 0-499%10, [1-16], 16G; a date with its hour, as a time value splits at ':' (StartTime=2024-05-01T14:00:00);
+# a date written with slashes, as sreport and sacct take it (start=2/16/09)
+_NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?|\d{4}-\d\d-\d\dT\d\d?|\d{1,4}(?:/\d{1,4}){2}")
+_NUMBER_PREFIX = re.compile(
+    r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?|\d{4}-\d\d-\d\dT\d{0,2}|\d{1,4}(?:/\d{0,4}){0,2}"
+)  # its start
 _PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.")
 _SLOT = re.compile(r"<[^<>\s]+>")
 _SLOTS = re.compile(r"<[^<>\s]+>(?:[^\w\s<>]+<[^<>\s]+>)+")  # `<backend>/<server>`, `<user>@<host>`
@@ -308,8 +311,8 @@ def _command_words(line: str) -> list[str]:
 
 def _split_word(word: str, first: bool) -> list[tuple[str, str]]:
     short = _SHORT_OPTION.fullmatch(word)
-    if short:  # -N1: the option -N with the value 1
-        return [("name", short.group(1)), ("value", short.group(2))]
+    if short:  # -N1: the option -N with the value 1; -S2014-07-03-11:40 splits as a setting's value does
+        return [("name", short.group(1)), *(("value", v) for v in _VALUE_SPLIT.split(short.group(2)) if v)]
     if "=" in word.lstrip("=") and not word.startswith("="):
         key, value = word.split("=", 1)
         return [("name", key), *(("value", v) for v in _VALUE_SPLIT.split(value.strip("'\"")) if v)]

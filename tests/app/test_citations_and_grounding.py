@@ -92,6 +92,31 @@ def test_a_quoted_reason_and_a_lone_name_from_the_question_are_the_users_values(
     assert sources.holds_whole("code", drain)
 
 
+def test_a_date_with_slashes_or_glued_to_a_short_option_is_a_value_of_the_users():
+    # fresh6 `s6-05` (session 44): "last month" as start=10/01/2023 end=10/31/2023 in the guide's sreport line
+    # was flagged "not found", where the model's chosen dates are what to check
+    passages = [
+        "Report usage: sreport cluster AccountUtilizationByUser cluster=zeus accounts=lc start=2/16/09 end=2/23/09",
+        "Jobs of a window: sacct -S2014-07-03-11:40 -E2014-07-03-12:00 -X -ojobid,start,end,state",
+    ]
+    answer = (
+        "`sreport cluster AccountUtilizationByUser start=10/01/2023 end=10/31/2023`\n"
+        "`sacct -S2014-07-03-00:00 -E2014-07-03-06:00 -X`\n"
+        "`sacct -S2014-07-03-00:00 -X -ojobid,exit_code`\n"  # a field no source lists
+        "`sreport cluster Utilization start=10/01/2023`\n"  # a report no source names
+    )
+    items = {item.text: item for item in check_grounding(answer, passages, "Usage of each account last month?")}
+    report = items["sreport cluster AccountUtilizationByUser start=10/01/2023 end=10/31/2023"]
+    assert report.found and report.adapted and report.unasked == ("10/01/2023", "10/31/2023")
+    window = items["sacct -S2014-07-03-00:00 -E2014-07-03-06:00 -X"]
+    assert window.found and window.adapted
+    assert not items["sacct -S2014-07-03-00:00 -X -ojobid,exit_code"].found
+    assert not items["sreport cluster Utilization start=10/01/2023"].found
+    sources = GroundingSources(passages, "")
+    line = "sreport cluster AccountUtilizationByUser start=10/01/2023"
+    assert all(sources.may_complete(line[:end]) for end in range(len(line) - 10, len(line) + 1))
+
+
 def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted():
     passages = [
         "Request GPUs with srun --gpus-per-node=volta:3. "
