@@ -24,7 +24,7 @@ from core.atomic import write_atomic
 from core.hardware import cpu_name
 from generation.calibration import UNDER_LOAD, machine_busy, read_table, under_load
 
-KIND = "auto-path2"  # "2": decisions of the rule before session 43 are made again (numeric_path.ANSWER_PATH)
+KIND = "auto-path3"  # decisions of an older rule are made again (numeric_path.ANSWER_PATH)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's default thread count follows
 
 
