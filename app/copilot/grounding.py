@@ -69,7 +69,7 @@ _SLOTS = re.compile(r"<[^<>\s]+>(?:[^\w\s<>]+<[^<>\s]+>)+")  # `<backend>/<serve
 _JOINERS = re.compile(r"[\W_]+")
 _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reboot` reads as one setting
 # `Reason="ECC memory warnings"`: the quoted words are one value (the user's reason), not arguments of their own
-_QUOTED_SETTING = re.compile(r"""(?<!\S)[^\s="']+=(["'])[^"'\n]*?\s[^"'\n]*?\1(?!\S)""")
+_QUOTED_SETTING = re.compile(r"""(?<!\S)[^\s="']+=(["'])[^"'\n]*?\s[^"'\n]*?\1(?=[\s.,;:)]|$)""")
 _BUILT_KINDS = ("code", "command", "option")  # the kinds a user's values may go into (`_built_from_one`)
 
 

@@ -2,7 +2,7 @@
 
 from app.copilot import Passage
 from app.copilot.citations import build_citations, cited_numbers, provenance_segments
-from app.copilot.grounding import GroundingSources, check_grounding
+from app.copilot.grounding import GroundingSources, check_grounding, pieces
 from app.copilot.specifics import check_specifics
 from app.copilot.withhold import withheld_notice
 
@@ -90,6 +90,10 @@ def test_a_quoted_reason_and_a_lone_name_from_the_question_are_the_users_values(
     sources = GroundingSources(passages, question)
     assert all(sources.may_complete("cn117"[:end]) for end in range(1, 6)) and sources.holds_whole("code", "cn117")
     assert sources.holds_whole("code", drain)
+    # the quoted words stay one value before a closing comma or period too; a lone quoted word is a value as before
+    assert ("value", "ECC memory warnings") in pieces('scontrol update Reason="ECC memory warnings", then')
+    assert pieces("scontrol update Reason='hung'") == [("name", "scontrol"), ("arg", "update"), ("name", "Reason"),
+                                                       ("value", "hung")]  # fmt: skip
 
 
 def test_a_date_with_slashes_or_glued_to_a_short_option_is_a_value_of_the_users():
