@@ -84,13 +84,11 @@ def measured_once(cache_file: Path | None, key: str, measure: Callable[[], Any],
     One measured while other work shared the CPU (generation/contention.py) is kept apart, under UNDER_LOAD:
     later starts on a machine that is still busy use it as it is, and the first start on a quiet machine
     measures again. Measuring on every start instead cost each start of a loaded machine 10-60 s."""
-    table = read_table(cache_file)
-    if key in table:
-        return table[key], True
-    earlier = under_load(table).get(key)
-    if earlier is not None and machine_busy():
-        logger.info("%s: using the one taken under load at an earlier start (other work runs now too)", what)
-        return earlier, False
+    found = recalled(read_table(cache_file), key)
+    if found is not None:
+        if not found[1]:
+            logger.info("%s: using the one taken under load at an earlier start (other work runs now too)", what)
+        return found
     with OtherLoad() as load:
         value = measure()
     if load.disturbed:
@@ -99,18 +97,36 @@ def measured_once(cache_file: Path | None, key: str, measure: Callable[[], Any],
             what,
             load.other_cores,
         )
-    if cache_file is not None:
-        table = read_table(cache_file)  # again: another process may have written an entry meanwhile
-        busy_entries = under_load(table)
-        if load.disturbed:
-            busy_entries[key] = value
-        else:
-            table[key] = value
-            busy_entries.pop(key, None)
-        if busy_entries or UNDER_LOAD in table:
-            table[UNDER_LOAD] = busy_entries
-        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
+    remember(cache_file, key, value, kept=not load.disturbed)
     return value, not load.disturbed
+
+
+def recalled(table: dict, key: str) -> tuple[Any, bool] | None:
+    """`key`'s entry in a calibration table and whether it is kept for good: its kept entry, else the one taken
+    under load while the machine is still busy (`machine_busy`); None: measure it."""
+    if key in table:
+        return table[key], True
+    earlier = under_load(table).get(key)
+    return (earlier, False) if earlier is not None and machine_busy() else None
+
+
+def remember(cache_file: Path | None, key: str, value: Any, kept: bool) -> None:
+    """Write `value` into the calibration file under `key` for good, or (`kept` False) under UNDER_LOAD until
+    a quiet start replaces it; atomically, and only when the table changes. The table is read here, right
+    before writing, so an entry another process wrote meanwhile is not lost."""
+    if cache_file is None:
+        return
+    table = read_table(cache_file)
+    before, busy_entries = json.dumps(table, sort_keys=True), under_load(table)
+    if kept:
+        table[key] = value
+        busy_entries.pop(key, None)
+    else:
+        busy_entries[key] = value
+    if busy_entries or UNDER_LOAD in table:
+        table[UNDER_LOAD] = busy_entries
+    if json.dumps(table, sort_keys=True) != before:
+        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
 
 
 def machine_busy(seconds: float = BUSY_PROBE_SECONDS) -> bool:

@@ -15,14 +15,12 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.metadata
-import json
 import os
 from functools import cache
 from pathlib import Path
 
-from core.atomic import write_atomic
 from core.hardware import cpu_name
-from generation.calibration import UNDER_LOAD, machine_busy, read_table, under_load
+from generation.calibration import read_table, recalled, remember
 
 KIND = "auto-path3"  # decisions of an older rule are made again (numeric_path.ANSWER_PATH)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's default thread count follows
@@ -61,27 +59,11 @@ def remembered_auto_path(cache_file: Path | None, target: str, device: str, dtyp
     other work disturbed applies only while the machine is still busy (calibration.measured_once)."""
     if not cpu_only(device) or dtype != "auto":
         return None
-    table, key = read_table(cache_file), light_key(target)
-    if key in table:
-        return table[key]
-    earlier = under_load(table).get(key)
-    return earlier if earlier is not None and machine_busy() else None
+    found = recalled(read_table(cache_file), light_key(target))
+    return found[0] if found is not None else None
 
 
 def remember_auto_path(cache_file: Path | None, target: str, path: str, kept: bool = True) -> None:
     """Record what `auto` resolved to (numeric_path.resolve_path calls this after measuring); `kept=False`:
     from measurements taken under load, so only until a quiet start resolves it again."""
-    if cache_file is None:
-        return
-    table = read_table(cache_file)
-    key, before = light_key(target), json.dumps(table, sort_keys=True)
-    busy_entries = under_load(table)
-    if kept:
-        table[key] = path
-        busy_entries.pop(key, None)
-    else:
-        busy_entries[key] = path
-    if busy_entries or UNDER_LOAD in table:
-        table[UNDER_LOAD] = busy_entries
-    if json.dumps(table, sort_keys=True) != before:
-        write_atomic(cache_file, json.dumps(table, indent=1, sort_keys=True))
+    remember(cache_file, light_key(target), path, kept)
