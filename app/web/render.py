@@ -85,10 +85,8 @@ def details_html(final: Final) -> str:
     texts = {p.number: p.text for p in final.passages}
     warning = weak_match_warning(final.relevance)
     parts = [
-        f'<div class="sr-warn">⚠ {html.escape(warning[0].upper() + warning[1:])}</div>' if warning else "",
-        f'<div class="sr-warn">⚠ {html.escape(REPEATED_EARLIER[0].upper() + REPEATED_EARLIER[1:])}</div>'
-        if final.repeats_earlier and not final.withheld
-        else "",
+        _warning_html(warning) if warning else "",
+        _warning_html(REPEATED_EARLIER) if final.repeats_earlier and not final.withheld else "",
         # a withheld answer's words are not shown, so neither is where they came from nor what they invented
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         ""
@@ -107,6 +105,11 @@ def details_html(final: Final) -> str:
         stats_html(final),
     ]
     return '<div class="sr-details">' + "".join(p for p in parts if p) + "</div>"
+
+
+def _warning_html(text: str) -> str:
+    """A warning of the summary's (written lower-case, to run on in `ask` and Slack) as a sentence of its own."""
+    return f'<div class="sr-warn">⚠ {html.escape(text[0].upper() + text[1:])}</div>'
 
 
 def merge_verbatim(segments: Sequence[Segment], passage_texts: dict[int, str]) -> list[Segment]:
