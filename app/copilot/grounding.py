@@ -312,11 +312,16 @@ def _command_words(line: str) -> list[str]:
 def _split_word(word: str, first: bool) -> list[tuple[str, str]]:
     short = _SHORT_OPTION.fullmatch(word)
     if short:  # -N1: the option -N with the value 1; -S2014-07-03-11:40 splits as a setting's value does
-        return [("name", short.group(1)), *(("value", v) for v in _VALUE_SPLIT.split(short.group(2)) if v)]
+        return [("name", short.group(1)), *_values(short.group(2))]
     if "=" in word.lstrip("=") and not word.startswith("="):
         key, value = word.split("=", 1)
-        return [("name", key), *(("value", v) for v in _VALUE_SPLIT.split(value.strip("'\"")) if v)]
+        return [("name", key), *_values(value)]
     return [("name" if first or word.startswith("-") else "arg", word)]
+
+
+def _values(value: str) -> list[tuple[str, str]]:
+    """An option's or setting's value as pieces: unquoted, split at `:` and `,`."""
+    return [("value", v) for v in _VALUE_SPLIT.split(value.strip("'\"")) if v]
 
 
 def _users_value(role: str, piece: str, question: str) -> bool:
