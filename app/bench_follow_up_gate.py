@@ -25,21 +25,28 @@ from pathlib import Path
 from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, Turn, collect, gate
 from app.copilot.abstention import abstains
+from app.eval.questions import RowError, json_object, read_lines
 from core.atomic import write_atomic
+from core.errors import SpecragError
 
 UNANSWERABLE = "unanswerable"  # the kind of a row whose question the sources cannot answer
 
 
 def load_conversations(paths: list[Path]) -> list[dict]:
+    """The rows of the conversation files, read as the eval reads questions; a file that cannot be read, a line
+    that is not a JSON object or a row without its fields is a SpecragError naming the line."""
     rows = []
     for path in paths:
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(read_lines(path), 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            try:
+                row = json_object(line)
+            except RowError as err:
+                raise SpecragError(f"{path}:{n}: {err}; one JSON object per line") from err
             missing = {"id", "kind", "previous", "question"} - row.keys()
             if missing:
-                raise ValueError(f"{path}:{n}: a conversation needs {', '.join(sorted(missing))}")
+                raise SpecragError(f"{path}:{n}: a conversation needs {', '.join(sorted(missing))}")
             rows.append(row)
     return rows
 

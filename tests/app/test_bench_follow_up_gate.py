@@ -8,6 +8,7 @@ from copilot_fakes import Embedder, FakeRetriever
 
 from app import bench_follow_up_gate
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, gate, loading
+from core.errors import SpecragError
 
 DOCS = [
     ("drain.md", "Drain a node with scontrol update nodename=NODE state=drain reason=maintenance."),
@@ -69,7 +70,10 @@ def test_below_the_threshold_the_judge_decides_in_the_conversation(
 def test_a_conversation_without_its_previous_question_is_a_clear_error(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text(json.dumps({"id": "x", "kind": "follow-up", "question": "And then?"}) + "\n")
-    with pytest.raises(ValueError, match=r"c.jsonl:1: a conversation needs previous"):
+    with pytest.raises(SpecragError, match=r"c.jsonl:1: a conversation needs previous"):
+        bench_follow_up_gate.load_conversations([path])
+    path.write_text("\n{not json\n")
+    with pytest.raises(SpecragError, match=r"c.jsonl:2: not valid JSON"):
         bench_follow_up_gate.load_conversations([path])
 
 
