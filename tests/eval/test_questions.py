@@ -121,7 +121,7 @@ def test_the_first_spec_bench_rag_questions_read_cleanly():
 
 @pytest.mark.parametrize(
     "path",
-    [*sorted(SLURM.parent.glob("*questions.jsonl")), SLURM.parents[1] / "runbook_questions.jsonl"],
+    [*sorted(SLURM.parent.glob("*questions.jsonl")), *sorted(SLURM.parents[1].glob("runbook*questions.jsonl"))],
     ids=lambda path: path.name,
 )
 def test_every_bundled_question_set_reads_whole(path):
