@@ -96,16 +96,22 @@ def judge_tokens(tokenizer: Any) -> tuple[int, int] | None:
 
 
 def _match(reading: dict) -> str:
-    match = (
-        f"the closest source matches the question at {reading['similarity']:.2f}, "
-        f"below the relevance gate's {reading['threshold']:.2f}"
-    )
+    score, threshold = _apart(reading["similarity"], reading["threshold"])
+    match = f"the closest source matches the question at {score}, below the relevance gate's {threshold}"
     if reading.get("judged") is None or reading.get("judge_threshold") is None:
         return match
-    return (
-        f"{match}, and asked, the model did not find the answer in them "
-        f"(log-odds {reading['judged']:.2f}, below {reading['judge_threshold']:.2f})"
-    )
+    judged, judge_threshold = _apart(reading["judged"], reading["judge_threshold"])
+    return f"{match}, and asked, the model did not find the answer in them (log-odds {judged}, below {judge_threshold})"
+
+
+def _apart(value: float, threshold: float) -> tuple[str, str]:
+    """`value` and `threshold` with two decimals, or as many more (up to four) as they need to read apart: a
+    judge at 0.6152 is "0.615, below 0.618", not "0.62, below 0.62" (the web chat showed that, session 45)."""
+    for places in (2, 3, 4):
+        shown = f"{value:.{places}f}", f"{threshold:.{places}f}"
+        if shown[0] != shown[1]:
+            break
+    return shown
 
 
 def why_refused(reading: dict | None) -> str:

@@ -44,6 +44,18 @@ def test_a_gated_answer_gets_the_gates_reason_in_place_of_the_stats():
     assert reason.startswith("not answered: the closest source matches the question at 0.40")
 
 
+def test_the_gates_reason_never_shows_a_score_equal_to_the_threshold_it_fell_below():
+    # the web chat showed "log-odds 0.62, below 0.62" for a judge at 0.6152 against 0.618 (session 45)
+    close = FINAL.relevance | {"similarity": 0.4852, "threshold": 0.49, "judged": 0.6152, "judge_threshold": 0.618}
+    gated = dataclasses.replace(FINAL, gated=True, finish_reason="gated", stats={}, relevance=close)
+    (reason,) = stats_parts(gated)
+    assert "matches the question at 0.485, below the relevance gate's 0.490" in reason
+    assert reason.endswith("(log-odds 0.615, below 0.618)")
+    apart = close | {"similarity": 0.30, "judged": -1.254}
+    (reason,) = stats_parts(dataclasses.replace(gated, relevance=apart))
+    assert "at 0.30, below the relevance gate's 0.49" in reason and "(log-odds -1.25, below 0.62)" in reason
+
+
 def test_checks_warn_about_ungrounded_items_and_note_adapted_ones_but_not_for_a_withheld_answer():
     notes = check_notes(FINAL, code=lambda text: f"<{text}>")
     assert notes == [
