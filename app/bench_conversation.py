@@ -15,8 +15,10 @@ question that leans on that topic (its prompt extends the new topic's: the turns
 bare), a question asked after one stopped at its first token (the web's Stop leaves the stopped prompt
 in the cache and out of the history: it goes on from the end of the turn both share), a question the
 sources do not cover (searched alone, so refused with the turns before it bare), a question back on the
-topic after it (it keeps those turns bare too, as the refused one's judge prompt did), and a first
-question of a new conversation (the fixed prefix comes from the snapshot). For each
+topic after it (it keeps those turns bare too, as the refused one's judge prompt did), a first
+question of a new conversation (the fixed prefix comes from the snapshot), and a question back in the
+first conversation after it, as when two people use the chat or two Slack threads take turns (the first
+conversation's cache was parked when the second began, and is put back: app/copilot/parking.py). For each
 it reports the prompt size, how many tokens were actually prefilled, and the time from the
 call to the first answer token as the caller sees it (retrieval included).
 """
@@ -42,6 +44,7 @@ AFTER_STOP = "At what fill level does it count as critical?"
 OFF_TOPIC = "How do I renew my parking permit for the campus garage?"
 RETURN = "And who has to be told once it is back below that level?"
 OTHER = "How do I drain a worker node before rebooting it?"
+RESUME = "And how do I check that it stays below that level afterwards?"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,6 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--off-topic", default=OFF_TOPIC, help="a question the sources do not cover, asked next")
     parser.add_argument("--return", dest="back_again", default=RETURN, help="back on the topic after --off-topic")
     parser.add_argument("--other", default=OTHER, help="the first question of a second conversation")
+    parser.add_argument("--resume", default=RESUME, help="back in the first conversation after --other")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument(
         "--no-warm-up",
@@ -129,9 +133,12 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
     rows.append(row)
     history.append(final.turn)
     label = "back after the refused question" if final.gated else "back after the off-topic question (answered)"
-    row, _ = ask(copilot, label, args.back_again, history, options.answer)
+    row, final = ask(copilot, label, args.back_again, history, options.answer)
     rows.append(row)
+    history.append(final.turn)
     row, _ = ask(copilot, "new conversation", args.other, [], options.answer)
+    rows.append(row)
+    row, _ = ask(copilot, "first conversation again, after the new one", args.resume, history, options.answer)
     rows.append(row)
     return rows
 

@@ -58,7 +58,7 @@ class PrefixStore:
 
     def load(self, lm: object, token_ids: Sequence[int]) -> bool:
         """Put the saved cache of `token_ids` into `lm`; False (and `lm` untouched or reset) when there is none."""
-        if not _stateful(lm) or not token_ids:
+        if not stateful(lm) or not token_ids:
             return False
         key = lm.state_key()
         path = self._path(key, token_ids)
@@ -92,7 +92,7 @@ class PrefixStore:
     def save(self, lm: object, token_ids: Sequence[int]) -> None:
         """Save `lm`'s cache, which must hold exactly `token_ids`. A failure to write is logged, not raised:
         the store only saves time."""
-        if not _stateful(lm) or not token_ids:
+        if not stateful(lm) or not token_ids:
             return
         payload, key = lm.state_bytes(), lm.state_key()
         header = {
@@ -113,7 +113,8 @@ class PrefixStore:
             old.unlink(missing_ok=True)
 
 
-def _stateful(lm: object) -> bool:
+def stateful(lm: object) -> bool:
+    """Can `lm` copy its KV cache out and load it back (state_key, state_bytes, load_state: llama.cpp)?"""
     return all(callable(getattr(lm, name, None)) for name in ("state_key", "state_bytes", "load_state"))
 
 

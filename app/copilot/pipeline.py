@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from app.copilot import citations as cite
-from app.copilot import gate, loading
+from app.copilot import gate, loading, parking
 from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences, without_copied
 from app.copilot.code_spans import prose
@@ -100,6 +100,7 @@ class Copilot:
         # where the prompts in the target's cache began to be computed, and the last of those prompts
         self._piece_starts: list[int] = []
         self._pieces_of: list[int] = []
+        self._parked: parking.Parked | None = None  # a conversation's cache set aside (parking.py)
         self._retriever_lock = threading.Lock()
 
     @classmethod
@@ -320,16 +321,31 @@ class Copilot:
         nothing come between; before session 41 it prefilled the whole conversation again. Under the engine
         lock, after warming."""
         target = self.engine.target
+        self._take_parked(prompt_ids)
         if target.snapshot_prefix(self._pieces_of) < max(self._piece_starts, default=0):
             self._piece_starts = [self._fixed_prefix]  # the cache was computed by someone else: start over
         # a prompt the cache holds whole (the same question asked again) is computed again from where it began:
         # taken whole, its last token was fed alone, and the judge's log-odds moved (0.38 against 0.50, int4)
         shared = min(target.snapshot_prefix(prompt_ids), len(prompt_ids) - 1)
         if shared < target.snapshot_length:
-            target.trim_snapshot(max((s for s in self._piece_starts if s <= shared), default=self._fixed_prefix))
+            keep = max((s for s in self._piece_starts if s <= shared), default=self._fixed_prefix)
+            self._parked = parking.park(target, keep, self._piece_starts, self._pieces_of) or self._parked
+            target.trim_snapshot(keep)
         start = target.snapshot_length  # this prompt is computed from here on
         self._piece_starts = [s for s in self._piece_starts if s < start] + [start]
         self._pieces_of = list(prompt_ids)
+
+    def _take_parked(self, prompt_ids: list[int]) -> None:
+        """Put the parked conversation back in the cache when `prompt_ids` go on from it (parking.py), parking
+        the cache it replaces. Under the engine lock."""
+        parked, target = self._parked, self.engine.target
+        if parked is None or not parking.worth_taking(parked, target, prompt_ids):
+            return
+        self._parked = parking.park(target, self._fixed_prefix, self._piece_starts, self._pieces_of)
+        if parking.put_back(target, parked):
+            self._piece_starts, self._pieces_of = parked.piece_starts, parked.pieces_of
+        else:  # refused, and the cache is empty: the shared prefix goes back first, as at the start
+            self._warm()
 
     def _check(
         self, prepared: _Prepared, options: AnswerOptions, started: float, retrieval_s: float

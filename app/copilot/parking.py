@@ -1,0 +1,62 @@
+"""A conversation's KV cache set aside while a prompt that shares less of it is computed, then put back.
+
+The target's cache holds one sequence. A question searched alone (a new topic, or one the gate then refuses)
+has a prompt that shares only the fixed prefix with the conversation before it, so computing it drops the
+conversation's turns from the cache; the next question that goes back to the conversation prefilled all of
+them again. In the web chat on the runbooks (session 44's `bench_conversation`) the question after a refused
+one waited 7.3 s for its first token, 1,460 prompt tokens computed, against 4.1 s for a follow-up.
+
+So before a prompt drops at least PARK_MIN_TOKENS of the cached prompt, the cache is copied out as llama.cpp
+serialises it (~29 KB a token for the default target), with where its prompts began to be computed
+(pipeline.py's fixed pieces); a later prompt that shares at least PARK_MIN_TOKENS more with the parked
+prompt than with the cache loads it back and goes on from there. The loaded cache is the computed one, bit
+for bit, and its pieces are the same, so the answer is the one the conversation would have got had nothing
+come between, also on llamacpp-f16, whose logits depend on how a prompt is split into passes. One cache is
+parked at a time: the latest one set aside (putting one back parks the cache it replaces). A runner that
+cannot copy its cache out (the torch paths) parks nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from generation.prefix_store import stateful
+from generation.token_ids import common_prefix_length
+
+# Fewer dropped tokens than this are prefilled again (~0.5 s on 2 cores) rather than copied out and kept.
+PARK_MIN_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class Parked:
+    tokens: list[int]  # what the cache held: the last prompt, then what was generated after it
+    snapshot: int  # how many of `tokens` were that prompt, the part a later prompt can reuse
+    payload: memoryview  # the cache as the runner serialised it (state_bytes)
+    piece_starts: list[int]  # where the prompts in the cache began to be computed (pipeline.py)
+    pieces_of: list[int]  # the last of those prompts
+
+
+def park(target: Any, keep: int, piece_starts: Sequence[int], pieces_of: Sequence[int]) -> Parked | None:
+    """The cache of `target`, copied out, when keeping only its first `keep` prompt positions would drop at
+    least PARK_MIN_TOKENS of them and the runner can copy it out; else None."""
+    if not stateful(target) or target.snapshot_length - keep < PARK_MIN_TOKENS:
+        return None
+    tokens = list(target.cache)
+    return Parked(tokens, target.snapshot_prefix(tokens), target.state_bytes(), list(piece_starts), list(pieces_of))
+
+
+def worth_taking(parked: Parked, target: Any, prompt_ids: Sequence[int]) -> bool:
+    """Does `prompt_ids` share at least PARK_MIN_TOKENS more with the parked prompt than with the cache?"""
+    shared = common_prefix_length(parked.tokens[: parked.snapshot], prompt_ids)
+    return shared >= target.snapshot_prefix(list(prompt_ids)) + PARK_MIN_TOKENS
+
+
+def put_back(target: Any, parked: Parked) -> bool:
+    """Load `parked` into `target`'s cache, its last prompt as the reusable part; False (an empty cache) if the
+    runner refused it."""
+    if not target.load_state(parked.tokens, parked.payload):
+        return False
+    target.trim_snapshot(parked.snapshot)
+    return True
