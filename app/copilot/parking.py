@@ -1,10 +1,12 @@
 """A conversation's KV cache set aside while a prompt that shares less of it is computed, then put back.
 
-The target's cache holds one sequence. A question searched alone (a new topic, or one the gate then refuses)
-has a prompt that shares only the fixed prefix with the conversation before it, so computing it drops the
-conversation's turns from the cache; the next question that goes back to the conversation prefilled all of
-them again. In the web chat on the runbooks (session 44's `bench_conversation`) the question after a refused
-one waited 7.3 s for its first token, 1,460 prompt tokens computed, against 4.1 s for a follow-up.
+The target's cache holds one sequence, and one engine serves every chat session and Slack thread. A question
+from another conversation has a prompt that shares only the fixed prefix with this one's, so computing it
+drops this conversation's turns from the cache, and its next follow-up prefilled all of them again:
+`bench_conversation`'s question back in the first conversation after a second one's first question computed
+2,426 of its 2,831 prompt tokens (12.8 s to the first token on the runbooks, session 45), 988 with parking
+(6.8 s). Within one conversation, a question searched alone keeps the earlier turns bare in every later
+prompt (conversation.py), so the question after it goes on from its prompt, not from the parked one.
 
 So before a prompt drops at least PARK_MIN_TOKENS of the cached prompt, the cache is copied out as llama.cpp
 serialises it (~29 KB a token for the default target), with where its prompts began to be computed
