@@ -100,7 +100,7 @@ class Copilot:
         # where the prompts in the target's cache began to be computed, and the last of those prompts
         self._piece_starts: list[int] = []
         self._pieces_of: list[int] = []
-        self._parked: parking.Parked | None = None  # a conversation's cache set aside (parking.py)
+        self._parking = parking.ParkingLot()  # conversations' caches set aside (parking.py)
         self._retriever_lock = threading.Lock()
 
     @classmethod
@@ -329,7 +329,7 @@ class Copilot:
         shared = min(target.snapshot_prefix(prompt_ids), len(prompt_ids) - 1)
         if shared < target.snapshot_length:
             keep = max((s for s in self._piece_starts if s <= shared), default=self._fixed_prefix)
-            self._parked = parking.park(target, keep, self._piece_starts, self._pieces_of) or self._parked
+            self._parking.park(target, keep, self._piece_starts, self._pieces_of)
             target.trim_snapshot(keep)
         start = target.snapshot_length  # this prompt is computed from here on
         self._piece_starts = [s for s in self._piece_starts if s < start] + [start]
@@ -338,10 +338,11 @@ class Copilot:
     def _take_parked(self, prompt_ids: list[int]) -> None:
         """Put the parked conversation back in the cache when `prompt_ids` go on from it (parking.py), parking
         the cache it replaces. Under the engine lock."""
-        parked, target = self._parked, self.engine.target
-        if parked is None or not parking.worth_taking(parked, target, prompt_ids):
+        target = self.engine.target
+        parked = self._parking.take(target, prompt_ids)
+        if parked is None:
             return
-        self._parked = parking.park(target, self._fixed_prefix, self._piece_starts, self._pieces_of)
+        self._parking.park(target, self._fixed_prefix, self._piece_starts, self._pieces_of)
         if parking.put_back(target, parked):
             self._piece_starts, self._pieces_of = parked.piece_starts, parked.pieces_of
         else:  # refused, and the cache is empty: the shared prefix goes back first, as at the start

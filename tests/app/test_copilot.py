@@ -607,21 +607,24 @@ def test_a_question_back_in_the_conversation_after_a_detour_reuses_its_cache_and
 
     copilot = fresh()
     first = collect(copilot.answer("How do I drain a node?"))
-    detour = collect(copilot.answer("Where do munge keys live?"))  # alone: it shares only the fixed prefix
+    # two other conversations take their turns: each shares only the fixed prefix with the one before it
+    detour = collect(copilot.answer("Where do munge keys live?"))
+    other = collect(copilot.answer("How do I restart slurmd?"))
     back = collect(copilot.answer("And how do I undo it?", history=[first.turn]))
 
     direct = fresh()  # the same conversation with nothing in between
     again = collect(direct.answer("How do I drain a node?"))
     straight = collect(direct.answer("And how do I undo it?", history=[again.turn]))
 
-    assert detour.stats["prefilled_tokens"] > 16
+    assert detour.stats["prefilled_tokens"] > 16 and other.stats["prefilled_tokens"] > 16
     assert back.prompt_ids == straight.prompt_ids
     assert back.stats["prefilled_tokens"] == straight.stats["prefilled_tokens"]
     assert back.stats["prefilled_tokens"] < len(back.prompt_ids) - len(first.prompt_ids) + 1
     assert back.output_ids == straight.output_ids
-    # the detour was parked in turn: asked again, it is taken back whole
-    retried = collect(copilot.answer("Where do munge keys live?"))
-    assert retried.stats["prefilled_tokens"] == 0 and retried.output_ids == detour.output_ids
+    # both others were parked in turn (at most PARKED_MAX): asked again, each is taken back whole
+    for earlier in (detour, other):
+        retried = collect(copilot.answer(earlier.question))
+        assert retried.stats["prefilled_tokens"] == 0 and retried.output_ids == earlier.output_ids
 
 
 def test_a_cache_is_parked_only_where_the_runner_can_copy_it_out_and_enough_would_be_dropped():
@@ -644,6 +647,10 @@ def test_a_cache_is_parked_only_where_the_runner_can_copy_it_out_and_enough_woul
     parked = parking.park(Stateful(), keep=3, piece_starts=[0, 2], pieces_of=[1, 2, 3])
     assert parked is not None and parked.tokens == [1, 2, 3] and parked.piece_starts == [0, 2]
     assert parking.park(Stateful(), keep=4, piece_starts=[0], pieces_of=[]) is None  # drops too little
+    lot = parking.ParkingLot(size=2)
+    for starts in ([0], [1], [2]):
+        lot.park(Stateful(), keep=3, piece_starts=starts, pieces_of=[])
+    assert [p.piece_starts for p in lot.parked] == [[2], [1]]  # the most recent two
 
 
 def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
