@@ -13,9 +13,9 @@ serialises it (~29 KB a token for the default target), with where its prompts be
 (pipeline.py's fixed pieces); a later prompt that shares at least PARK_MIN_TOKENS more with the parked
 prompt than with the cache loads it back and goes on from there. The loaded cache is the computed one, bit
 for bit, and its pieces are the same, so the answer is the one the conversation would have got had nothing
-come between, also on llamacpp-f16, whose logits depend on how a prompt is split into passes. One cache is
-parked at a time at most (PARKED_MAX, the most recent; putting one back parks the cache it replaces), so
-three conversations can take turns. A runner that cannot copy its cache out (the torch paths) parks nothing.
+come between, also on llamacpp-f16, whose logits depend on how a prompt is split into passes. At most
+PARKED_MAX caches are kept, the most recent (putting one back parks the cache it replaces), so three
+conversations can take turns. A runner that cannot copy its cache out (the torch paths) parks nothing.
 """
 
 from __future__ import annotations
@@ -51,12 +51,6 @@ def park(target: Any, keep: int, piece_starts: Sequence[int], pieces_of: Sequenc
     return Parked(tokens, target.snapshot_prefix(tokens), target.state_bytes(), list(piece_starts), list(pieces_of))
 
 
-def worth_taking(parked: Parked, target: Any, prompt_ids: Sequence[int]) -> bool:
-    """Does `prompt_ids` share at least PARK_MIN_TOKENS more with the parked prompt than with the cache?"""
-    shared = common_prefix_length(parked.tokens[: parked.snapshot], prompt_ids)
-    return shared >= target.snapshot_prefix(list(prompt_ids)) + PARK_MIN_TOKENS
-
-
 def put_back(target: Any, parked: Parked) -> bool:
     """Load `parked` into `target`'s cache, its last prompt as the reusable part; False (an empty cache) if the
     runner refused it."""
@@ -80,8 +74,15 @@ class ParkingLot:
             self.parked = [parked, *self.parked][: self.size]
 
     def take(self, target: Any, prompt_ids: Sequence[int]) -> Parked | None:
-        """The parked cache that `prompt_ids` go on from furthest, if worth taking, out of the lot."""
-        worth = [p for p in self.parked if worth_taking(p, target, prompt_ids)]
-        best = max(worth, key=lambda p: common_prefix_length(p.tokens[: p.snapshot], prompt_ids), default=None)
+        """The parked cache whose prompt `prompt_ids` go on from furthest, out of the lot, when they share at
+        least PARK_MIN_TOKENS more with it than with the cache; else None."""
+        if not self.parked:
+            return None
+        shared, best = max(
+            ((min(common_prefix_length(p.tokens, prompt_ids), p.snapshot), p) for p in self.parked),
+            key=lambda pair: pair[0],
+        )
+        if shared < target.snapshot_prefix(list(prompt_ids)) + PARK_MIN_TOKENS:
+            return None
         self.parked = [p for p in self.parked if p is not best]  # by identity: a payload is megabytes
         return best
