@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from retrieval import near_duplicates, neighbours, query_embedder
+from retrieval import cut_code, near_duplicates, neighbours, query_embedder
 from retrieval.chunking import Chunk
 from retrieval.embeddings import DEFAULT_MODEL_NAME, resolve_model
 from retrieval.errors import IndexCorruptError, IndexMismatchError, InvalidArgumentError, RetrievalError
@@ -100,8 +100,10 @@ class BM25Retriever(SingleRetriever):
 
 class HybridRetriever(Retriever):
     """Dense + BM25, fused with reciprocal rank fusion, a near-copy of a better-ranked chunk left out
-    (near_duplicates.py; `collapse_copies=False` keeps it) and neighbours of one section joined into one
-    passage (neighbours.py; `join_neighbours=False` keeps them apart); `.dense` and `.bm25` are usable alone."""
+    (near_duplicates.py; `collapse_copies=False` keeps it), neighbours of one section joined into one
+    passage (neighbours.py; `join_neighbours=False` keeps them apart) and a passage cut inside a command or
+    code block completed (cut_code.py; `complete_code=False` leaves it cut); `.dense` and `.bm25` are usable
+    alone."""
 
     name = "hybrid"
 
@@ -115,9 +117,11 @@ class HybridRetriever(Retriever):
         collapse_copies: bool = True,
         join_neighbours: bool = True,
         join_window: int = JOIN_WINDOW,
+        complete_code: bool = True,
     ):
         self.index, self.embedder = index, embedder
         self.collapse_copies, self.join_neighbours, self.join_window = collapse_copies, join_neighbours, join_window
+        self.complete_code, self._sections = complete_code, cut_code.Sections(index.chunks)
         self.dense, self.bm25 = DenseRetriever(index, embedder), BM25Retriever(index)
         self.candidates, self.rrf_k = candidates, rrf_k
         self.weights = FUSION_WEIGHTS if weights is None else weights
@@ -129,10 +133,35 @@ class HybridRetriever(Retriever):
         chunks = self.index.chunks
         # neighbours of one section among the first `window` chunks become one passage (neighbours.py)
         window = self.join_window if self.join_neighbours else 0
-        if self.collapse_copies:  # a copy of a better-ranked chunk's text gives its place to the next chunk
-            fused = near_duplicates.distinct(fused, lambda hit: chunks[hit[0]].text, k + window)
-        groups = neighbours.join_neighbours(fused, lambda hit: chunks[hit[0]], window)
-        return [scored_group(span, members, runs) for members, span in groups[:k]]
+        limit = k + window
+        while True:
+            candidates = fused
+            if self.collapse_copies:  # a copy of a better-ranked chunk's text gives its place to the next chunk
+                candidates = near_duplicates.distinct(fused, lambda hit: chunks[hit[0]].text, limit)
+            groups = neighbours.join_neighbours(candidates, lambda hit: chunks[hit[0]], window)
+            if not self.complete_code:
+                return [scored_group(span, members, runs) for members, span in groups[:k]]
+            passages = self._completed(groups, runs, k)
+            if len(passages) == k or not self.collapse_copies or len(candidates) < limit:
+                return passages  # k passages, or every candidate used
+            limit += 2 * cut_code.MAX_EXTRA  # passages took in later candidates: look further down
+
+    def _completed(
+        self, groups: list[tuple[list[Fused], Chunk]], runs: dict[str, dict[int, float]], k: int
+    ) -> list[ScoredChunk]:
+        """The first k passages, each cut command or code block completed (cut_code.py); a passage whose
+        chunks an earlier one took in is left out."""
+        passages: list[ScoredChunk] = []
+        held: set[str] = set()
+        for members, span in groups:
+            if len(passages) == k:
+                break
+            span = cut_code.completed(span, self._sections)
+            if cut_code.members(span) <= held:
+                continue
+            held |= cut_code.members(span)
+            passages.append(scored_group(span, members, runs))
+        return passages
 
 
 def scored_group(span: Chunk, members: list[Fused], runs: dict[str, dict[int, float]]) -> ScoredChunk:

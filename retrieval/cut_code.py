@@ -1,0 +1,108 @@
+"""A passage cut inside a command or a code block is completed from its section's neighbouring chunks.
+
+Chunks are cut at a size, so a long command or code block can end up in two. A passage that ends on
+`scontrol create reservation starttime=2009-02-06T16:00:00 \\` shows the model half an example, and it
+writes the other half itself (session 46: `MaxStartDelay=4 hours` where the source goes on
+`duration=120 user=root flags=maint`); one that starts after a code fence opened shows its last lines
+without the command they belong to. Such a passage takes in the neighbouring chunk of its section
+(neighbours.joined), at most MAX_EXTRA on each side:
+- forward, while it ends on a line continued with a backslash, or inside a ``` fence;
+- backward, while it starts inside a ``` fence.
+Whether a point of a section lies inside a fence is counted from the section's first chunk: headings cut
+sections, and a fence does not cross one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from retrieval.chunking import Chunk
+from retrieval.neighbours import JOIN, joined
+
+MAX_EXTRA = 2  # neighbouring chunks a passage may take in on each side (~200 tokens each)
+FENCE = "```"
+
+SectionKey = tuple[str, str, str, int | None]
+
+
+def _section(chunk: Chunk) -> SectionKey:
+    return chunk.source, chunk.title, chunk.heading, chunk.position.page
+
+
+class Sections:
+    """The chunks of an index by section, in document order (built once, on first use)."""
+
+    def __init__(self, chunks: Sequence[Chunk]) -> None:
+        self._chunks = chunks
+        self._by_section: dict[SectionKey, list[Chunk]] | None = None
+
+    def of(self, chunk: Chunk) -> list[Chunk]:
+        if self._by_section is None:
+            by_section: dict[SectionKey, list[Chunk]] = defaultdict(list)
+            for row in self._chunks:
+                by_section[_section(row)].append(row)
+            for rows in by_section.values():
+                rows.sort(key=lambda c: (c.position.start, c.position.end))
+            self._by_section = dict(by_section)
+        return self._by_section.get(_section(chunk), [])
+
+
+def completed(span: Chunk, sections: Sections) -> Chunk:
+    """`span` joined with the neighbours that finish the command or code block it is cut in (or itself)."""
+    section = sections.of(span)
+    if len(section) < 2:
+        return span
+    for _ in range(MAX_EXTRA):
+        if not _ends_cut(span, section):
+            break
+        grown = _join_next(span, section, forward=True)
+        if grown is None:
+            break
+        span = grown
+    for _ in range(MAX_EXTRA):
+        if not _inside_fence_at(span.position.start, section):
+            break
+        grown = _join_next(span, section, forward=False)
+        if grown is None:
+            break
+        span = grown
+    return span
+
+
+def members(chunk: Chunk) -> set[str]:
+    """The ids of the index chunks a passage is made of."""
+    return set(chunk.chunk_id.split(JOIN))
+
+
+def _ends_cut(span: Chunk, section: list[Chunk]) -> bool:
+    if span.position.end >= section[-1].position.end:
+        return False  # the section ends here: nothing to take in
+    return span.text.rstrip().endswith("\\") or _inside_fence_at(span.position.end, section)
+
+
+def _join_next(span: Chunk, section: list[Chunk], forward: bool) -> Chunk | None:
+    """`span` joined with the first chunk of its section that reaches past its end (or before its start)."""
+    if forward:
+        beyond = [c for c in section if c.position.end > span.position.end]
+    else:
+        beyond = [c for c in reversed(section) if c.position.start < span.position.start]
+    return joined(span, beyond[0]) if beyond else None
+
+
+def _inside_fence_at(offset: int, section: list[Chunk]) -> bool:
+    """Whether the section's text before document offset `offset` leaves a ``` fence open."""
+    pieces, cursor = [], section[0].position.start
+    for chunk in section:
+        if chunk.position.start >= offset:
+            break
+        if chunk.position.start > cursor + 2:
+            return False  # text no chunk holds: the count would be a guess
+        pieces.append("\n" * (chunk.position.start - cursor) if chunk.position.start > cursor else "")
+        begin = max(cursor, chunk.position.start) - chunk.position.start
+        end = min(chunk.position.end, offset) - chunk.position.start
+        if end > begin:
+            pieces.append(chunk.text[begin:end])
+            cursor = chunk.position.start + end
+    lines = "".join(pieces).split("\n")
+    return sum(line.lstrip().startswith(FENCE) for line in lines) % 2 == 1
