@@ -14,6 +14,7 @@ Messages are plain dicts ({"role", "content", "metadata"}), the format gr.Chatbo
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -156,10 +157,10 @@ def _short_copies_as_own(segments: list[Segment]) -> list[Segment]:
 def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any]]) -> str:
     """The answer with every copied span marked by its source number, and the legend of those numbers.
 
-    The answer is shown as text, except that its code fences are laid out: the ``` lines are
-    left out and the lines between them shown as code, and a mark goes after a copy's last
-    visible character (not after the newline before a closing fence, where it read as part of
-    the next line)."""
+    The answer is shown as text with its markdown laid out as the answer above shows it, not as
+    markers (`_FenceLayout`): the ``` lines are left out and the lines between them shown as code,
+    `inline code` as code and **bold** as bold. A mark goes after a copy's last visible character (not
+    after the newline before a closing fence, where it read as part of the next line)."""
     copied = sorted({s.passage for s in segments if s.passage is not None})
     if not copied:
         return '<div class="sr-prov-none">Provenance: nothing was copied verbatim from the sources.</div>'
@@ -201,39 +202,62 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
 
 
 class _FenceLayout:
-    """Which characters of an answer are ``` fence lines (hidden) and which are fenced code."""
+    """How each character of an answer shows in the provenance view: fence lines and the markers of
+    `inline code` and **bold** hidden, fenced lines and inline code as code, bold as bold, the rest as text.
+    (Single `*` or `_` stay as written: in commands they are globs and names more often than emphasis.)"""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.kind = [""] * len(text)  # "": prose, "fence": hidden, "code"
+        self.kind = [""] * len(text)  # "": prose, "hidden", "code" (fenced), "icode" (inline code), "bold"
         inside, pos = False, 0
         for line in text.splitlines(keepends=True):
             fence = line.strip().startswith("```")
             if fence or inside:
-                self.kind[pos : pos + len(line)] = ["fence" if fence else "code"] * len(line)
+                self.kind[pos : pos + len(line)] = ["hidden" if fence else "code"] * len(line)
+            else:
+                self._inline(line, pos)
             inside ^= fence
             pos += len(line)
 
+    def _inline(self, line: str, pos: int) -> None:
+        for pattern, kind in ((_INLINE_CODE, "icode"), (_BOLD, "bold")):
+            for match in pattern.finditer(line):
+                start, end = pos + match.start(), pos + match.end()
+                if any(self.kind[start:end]):
+                    continue  # inside inline code: literal
+                marker = (len(match.group(0)) - len(match.group(1))) // 2  # ` or **
+                self.kind[start:end] = ["hidden"] * marker + [kind] * (end - start - 2 * marker) + ["hidden"] * marker
+
     def html(self, start: int, end: int) -> str:
-        """text[start:end] as inert HTML: fence lines dropped, code lines in a <code> span."""
+        """text[start:end] as inert HTML, laid out as `kind` says."""
         out, i = [], start
         while i < end:
             j = i
             while j < end and self.kind[j] == self.kind[i]:
                 j += 1
-            piece = inert_html(self.text[i:j])
-            if self.kind[i] == "code":
-                out.append(f'<code class="sr-prov-code">{piece}</code>')
-            elif self.kind[i] != "fence":
+            piece, kind = inert_html(self.text[i:j]), self.kind[i]
+            if kind in _TAGS:
+                tag, attributes = _TAGS[kind]
+                out.append(f"<{tag}{attributes}>{piece}</{tag}>")
+            elif kind != "hidden":
                 out.append(piece)
             i = j
         return "".join(out)
 
     def last_visible(self, start: int, end: int) -> int:
-        """The end of text[start:end] without its trailing whitespace and fence lines (start if nothing is left)."""
-        while end > start and (self.text[end - 1].isspace() or self.kind[end - 1] == "fence"):
+        """The end of text[start:end] without its trailing whitespace and hidden markers (start if nothing is left)."""
+        while end > start and (self.text[end - 1].isspace() or self.kind[end - 1] == "hidden"):
             end -= 1
         return end
+
+
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+_BOLD = re.compile(r"\*\*(?=\S)([^\n]*?\S)\*\*")
+_TAGS = {
+    "code": ("code", ' class="sr-prov-code"'),
+    "icode": ("code", ' class="sr-prov-code sr-prov-inline"'),
+    "bold": ("strong", ""),
+}
 
 
 _WORD_TAIL = "".join(chr(c) for c in range(128) if chr(c).isalnum()) + "_-."  # how a word goes on (ASCII)

@@ -97,7 +97,20 @@ def test_provenance_marks_inside_a_code_fence_stay_markup_when_the_chat_renders_
     ) in rendered
     # the fence lines are left out and the fenced line is shown as code
     assert "&#96;&#96;&#96;" not in rendered and '<code class="sr-prov-code">scontrol update</code>' in rendered
-    assert "Then check &#96;sinfo -R&#96; and &#42;wait&#42;." in rendered  # prose stays text
+    # inline code shows as code, without its backticks; a single * stays as written (a glob more often)
+    assert 'Then check <code class="sr-prov-code sr-prov-inline">sinfo -R</code> and &#42;wait&#42;.' in rendered
+
+
+def test_bold_shows_as_bold_not_as_asterisks_also_across_a_copy():
+    """Seen in the chat: runbook steps copied as '2. **Page the On-call Site Administrator (extension 4111).**'."""
+    segments = [Segment("2. **Page the "), Segment("On-call Site Administrator (extension 4111).** Now.", 1)]
+    html = render.provenance_html(segments, SOURCES)
+    assert "&#42;" not in html and "**" not in html
+    assert html.count("<strong>") == 2 and "2. <strong>Page the </strong>" in html
+    assert '<strong>On-call Site Administrator (extension 4111).</strong> Now.<sup class="prov-n">1</sup>' in html
+    # an unpaired marker, or markers in inline code, stay as written
+    lone = render.provenance_html([Segment("**start the shutdown", 1), Segment(" and `a**b**`")], SOURCES)
+    assert "&#42;&#42;start the shutdown" in lone and "a&#42;&#42;b&#42;&#42;" in lone and "<strong>" not in lone
 
 
 def test_a_copy_that_ends_a_code_line_gets_its_mark_on_that_line_not_before_the_closing_fence():
