@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, copilot_factory: Callable[[CopilotOptions, bool], Copilot] | None = None) -> int:
-    options = copilot_options(args)
+    # the eval never goes back to a conversation once it moved on: nothing to park (parking.py)
+    options = replace(copilot_options(args), park_bytes=0)
     if args.limit is not None and args.limit < 1:
         raise SpecragError(f"--limit must be at least 1, got {args.limit}")
     questions, skipped = read_questions(args.questions, args.limit)

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from app.copilot import Copilot, CopilotOptions, ModelOptions
 
-    options = CopilotOptions(index_dir=args.index)
+    options = CopilotOptions(index_dir=args.index, park_bytes=0)  # every question stands alone: nothing to park
     if args.target:
         options = replace(options, models=ModelOptions(target=args.target))
     copilot = Copilot.retrieval_only(options)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.copilot.gate import GATE_MODES
+from app.copilot.parking import PARKED_BYTES
 from core.errors import SpecragError
 from generation.engine import SPECULATION_MODES
 
@@ -93,3 +94,10 @@ class CopilotOptions:
     models: ModelOptions = field(default_factory=ModelOptions)
     index_dir: Path | None = None  # None: the default index under the cache root
     answer: AnswerOptions = field(default_factory=AnswerOptions)  # defaults for answer() calls
+    # memory for conversations' KV caches set aside while other conversations' prompts run (parking.py);
+    # 0 parks none, for a caller that never goes back to a conversation (the eval)
+    park_bytes: int = PARKED_BYTES
+
+    def __post_init__(self) -> None:
+        if self.park_bytes < 0:
+            raise SpecragError(f"park_bytes must be 0 (park nothing) or more, got {self.park_bytes}")

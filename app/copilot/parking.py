@@ -13,9 +13,12 @@ serialises it (~29 KB a token for the default target), with where its prompts be
 (pipeline.py's fixed pieces); a later prompt that shares at least PARK_MIN_TOKENS more with the parked
 prompt than with the cache loads it back and goes on from there. The loaded cache is the computed one, bit
 for bit, and its pieces are the same, so the answer is the one the conversation would have got had nothing
-come between, also on llamacpp-f16, whose logits depend on how a prompt is split into passes. At most
-PARKED_MAX caches are kept, the most recent (putting one back parks the cache it replaces), so three
-conversations can take turns. A runner that cannot copy its cache out (the torch paths) parks nothing.
+come between, also on llamacpp-f16, whose logits depend on how a prompt is split into passes. The most
+recent caches are kept, up to PARKED_BYTES together (putting one back parks the cache it replaces): five or
+so conversations of the default target can take turns, where a count of two (session 45) lost the oldest
+of four. A Copilot that never goes back to a conversation (`specrag eval`, the gate calibration) parks
+nothing (`CopilotOptions.park_bytes` = 0), and neither does a runner that cannot copy its cache out (the
+torch paths).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from generation.token_ids import common_prefix_length
 
 # Fewer dropped tokens than this are prefilled again (~0.5 s on 2 cores) rather than copied out and kept.
 PARK_MIN_TOKENS = 128
-# Caches kept at once: ~55 MB each for a 1,900-token conversation of the default target, 235 MB at its 8,192.
-PARKED_MAX = 2
+# Memory for the caches kept at once: ~55 MB each for a 1,900-token conversation of the default target,
+# 235 MB at its 8,192 (so one conversation of any length fits).
+PARKED_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -61,17 +65,29 @@ def put_back(target: Any, parked: Parked) -> bool:
 
 
 class ParkingLot:
-    """The caches set aside, most recent first, at most `size` of them."""
+    """The caches set aside, most recent first, as many as fit in `budget` bytes together (0: none)."""
 
-    def __init__(self, size: int = PARKED_MAX) -> None:
-        self.size = size
+    def __init__(self, budget: int = PARKED_BYTES) -> None:
+        self.budget = budget
         self.parked: list[Parked] = []
 
     def park(self, target: Any, keep: int, piece_starts: Sequence[int], pieces_of: Sequence[int]) -> None:
-        """Set the cache of `target` aside if keeping only `keep` prompt positions would drop enough (`park`)."""
-        parked = park(target, keep, piece_starts, pieces_of)
-        if parked is not None:
-            self.parked = [parked, *self.parked][: self.size]
+        """Set the cache of `target` aside if keeping only `keep` prompt positions would drop enough (`park`),
+        then leave out the oldest caches until the rest fit the budget."""
+        parked = park(target, keep, piece_starts, pieces_of) if self.budget > 0 else None
+        if parked is None:
+            return
+        kept, total = [], 0
+        for entry in [parked, *self.parked]:
+            total += entry.payload.nbytes
+            if total > self.budget:
+                break
+            kept.append(entry)
+        self.parked = kept
+
+    @property
+    def nbytes(self) -> int:
+        return sum(entry.payload.nbytes for entry in self.parked)
 
     def take(self, target: Any, prompt_ids: Sequence[int]) -> Parked | None:
         """The parked cache whose prompt `prompt_ids` go on from furthest, out of the lot, when they share at
