@@ -1,12 +1,14 @@
-"""A passage cut inside a command or a code block is completed from its section's neighbouring chunks.
+"""A passage cut inside a command or a code block, or right before one, is completed from its section.
 
-Chunks are cut at a size, so a long command or code block can end up in two. A passage that ends on
+Chunks are cut at a size, so a long command or code block can end up in two, and the lead-in of a block
+("Drain the node first, then:") in another chunk than the block. A passage that ends on
 `scontrol create reservation starttime=2009-02-06T16:00:00 \\` shows the model half an example, and it
 writes the other half itself (session 46: `MaxStartDelay=4 hours` where the source goes on
-`duration=120 user=root flags=maint`); one that starts after a code fence opened shows its last lines
-without the command they belong to. Such a passage takes in the neighbouring chunk of its section
-(neighbours.joined), at most MAX_EXTRA on each side:
-- forward, while it ends on a line continued with a backslash, or inside a ``` fence;
+`duration=120 user=root flags=maint`); one that ends on "Check the proxies from the node:" shows it the
+step without its commands, and it made some up and looped. Such a passage takes in the neighbouring chunk
+of its section (neighbours.joined), at most MAX_EXTRA on each side:
+- forward, while it ends on a line continued with a backslash, inside a ``` fence, or on a lead-in (a
+  last line that ends with a colon);
 - backward, while it starts inside a ``` fence.
 Whether a point of a section lies inside a fence is counted from the section's first chunk: headings cut
 sections, and a fence does not cross one.
@@ -18,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from retrieval.chunking import Chunk
-from retrieval.neighbours import JOIN, joined
+from retrieval.neighbours import JOIN, WHITESPACE_GAP, joined
 
 MAX_EXTRA = 2  # neighbouring chunks a passage may take in on each side (~200 tokens each)
 FENCE = "```"
@@ -78,7 +80,8 @@ def members(chunk: Chunk) -> set[str]:
 def _ends_cut(span: Chunk, section: list[Chunk]) -> bool:
     if span.position.end >= section[-1].position.end:
         return False  # the section ends here: nothing to take in
-    return span.text.rstrip().endswith("\\") or _inside_fence_at(span.position.end, section)
+    end = span.text.rstrip()
+    return end.endswith(("\\", ":")) or _inside_fence_at(span.position.end, section)
 
 
 def _join_next(span: Chunk, section: list[Chunk], forward: bool) -> Chunk | None:
@@ -87,7 +90,7 @@ def _join_next(span: Chunk, section: list[Chunk], forward: bool) -> Chunk | None
         beyond = [c for c in section if c.position.end > span.position.end]
     else:
         beyond = [c for c in reversed(section) if c.position.start < span.position.start]
-    return joined(span, beyond[0]) if beyond else None
+    return joined(span, beyond[0], WHITESPACE_GAP) if beyond else None
 
 
 def _inside_fence_at(offset: int, section: list[Chunk]) -> bool:
@@ -96,7 +99,7 @@ def _inside_fence_at(offset: int, section: list[Chunk]) -> bool:
     for chunk in section:
         if chunk.position.start >= offset:
             break
-        if chunk.position.start > cursor + 2:
+        if chunk.position.start > cursor + WHITESPACE_GAP:
             return False  # text no chunk holds: the count would be a guess
         pieces.append("\n" * (chunk.position.start - cursor) if chunk.position.start > cursor else "")
         begin = max(cursor, chunk.position.start) - chunk.position.start

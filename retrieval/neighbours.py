@@ -22,6 +22,11 @@ JOIN = "+"
 # Characters between two chunks that the splitter dropped as the break between them: "\n" or "\n\n". A
 # longer gap holds text no chunk kept (a dropped paragraph), so those neighbours are not joined.
 MAX_GAP = 2
+# Up to this many characters between neighbours were whitespace on every corpus measured (runbooks, Slurm,
+# HAProxy, Apache: 587 gaps of 3-8 characters, session 46), e.g. a list item's indentation before its code
+# fence; text the ingest leaves out (short title lines) leaves gaps of 9 or more. Completing a cut command
+# (cut_code.py) joins across such a gap.
+WHITESPACE_GAP = 8
 T = TypeVar("T")
 
 
@@ -51,17 +56,19 @@ def _absorb(groups: list[tuple[list[T], Chunk]], home: int) -> None:
         home = first
 
 
-def joined(a: Chunk, b: Chunk) -> Chunk | None:
-    """One chunk of the text of `a` and `b` when they are neighbours in one section, else None."""
+def joined(a: Chunk, b: Chunk, max_gap: int = MAX_GAP) -> Chunk | None:
+    """One chunk of the text of `a` and `b` when they are neighbours in one section, else None; a gap of up
+    to `max_gap` characters between them is taken for the break the splitter dropped (at most two newlines
+    are put back)."""
     if (a.source, a.title, a.heading, a.position.page) != (b.source, b.title, b.heading, b.position.page):
         return None
     first, second = sorted((a, b), key=lambda c: (c.position.start, c.position.end))
     start, end = first.position.start, first.position.end
     gap = second.position.start - end
-    if gap > MAX_GAP:
+    if gap > max_gap:
         return None
     if gap > 0:
-        text = first.text + "\n" * gap + second.text
+        text = first.text + "\n" * min(gap, MAX_GAP) + second.text
     elif second.position.end <= end:  # inside `first`
         inner = second.position.start - start
         if first.text[inner : inner + len(second.text)] != second.text:
@@ -91,5 +98,5 @@ def _join_all(chunks: Sequence[Chunk]) -> Chunk | None:
     ordered = sorted(chunks, key=lambda c: (c.position.start, c.position.end))
     span: Chunk | None = ordered[0]
     for chunk in ordered[1:]:
-        span = joined(span, chunk) if span is not None else None
+        span = joined(span, chunk, WHITESPACE_GAP) if span is not None else None
     return span

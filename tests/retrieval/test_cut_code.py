@@ -65,6 +65,28 @@ def test_a_passage_cut_inside_a_code_fence_is_completed_on_both_sides():
     assert completed(whole[0], Sections(whole)) == whole[0] and completed(whole[1], Sections(whole)) == whole[1]
 
 
+def test_a_passage_ending_on_a_lead_in_takes_in_what_it_introduces_across_an_indentation_gap():
+    """Seen in the chat: a passage ending "Check the proxies from the node:", the commands in the next chunk."""
+    step = (
+        "3. **Probe fails with timeouts.** Check the proxies from the node:\n\n"
+        "   ```bash\n   cvmfs_config probe\n   curl -x http://squid01:3128 http://cvmfs-stratum-one/\n   ```\n"
+    )
+    lead_in = step.index("\n\n   ```")
+    fence = step.index("```")  # the splitter dropped the blank line and the indentation: a gap of 5
+    chunks = [
+        Chunk("a", step[:lead_in], "cvmfs.md", "cvmfs.md", "Fixes", Position(0, lead_in)),
+        Chunk("b", step[fence:], "cvmfs.md", "cvmfs.md", "Fixes", Position(fence, len(step))),
+    ]
+    whole = completed(chunks[0], Sections(chunks))
+    assert whole.chunk_id == f"a{JOIN}b" and "cvmfs_config probe" in whole.text and whole.text.endswith("```\n")
+    assert whole.text.startswith(step[:lead_in] + "\n\n```bash")  # the break put back, not the indentation
+    # the index rebuilds it from its id (the eval's rescore), across the same gap
+    assert joined_text(whole.chunk_id, {c.chunk_id: c for c in chunks}) == whole.text
+    # a wider gap may hold text the ingest left out: no join
+    far = Chunk("b", step[fence:], "cvmfs.md", "cvmfs.md", "Fixes", Position(fence + 9, len(step) + 9))
+    assert completed(chunks[0], Sections([chunks[0], far])) == chunks[0]
+
+
 def test_completion_stops_where_the_section_does_not_go_on():
     chunks = cut(RUNBOOK, [RUNBOOK.index("ssh root@$H 'ss")], "security.md")
     other = Chunk("x", "```\nunrelated\n", "other.md", "other.md", "Creation", Position(0, 14))
