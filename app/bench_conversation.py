@@ -18,7 +18,8 @@ sources do not cover (searched alone, so refused with the turns before it bare),
 topic after it (it keeps those turns bare too, as the refused one's judge prompt did), a first
 question of a new conversation (the fixed prefix comes from the snapshot), and a question back in the
 first conversation after it, as when two people use the chat or two Slack threads take turns (the first
-conversation's cache was parked when the second began, and is put back: app/copilot/parking.py). For each
+conversation's cache was parked when the second began, and is put back: app/copilot/parking.py), then
+three more conversations and the first once more (four taking turns, as Slack threads do). For each
 it reports the prompt size, how many tokens were actually prefilled, and the time from the
 call to the first answer token as the caller sees it (retrieval included).
 """
@@ -45,6 +46,13 @@ OFF_TOPIC = "How do I renew my parking permit for the campus garage?"
 RETURN = "And who has to be told once it is back below that level?"
 OTHER = "How do I drain a worker node before rebooting it?"
 RESUME = "And how do I check that it stays below that level afterwards?"
+# three more conversations, then the first once more: four taking turns, as Slack threads do
+MORE = (
+    "The squid proxy returns 503 errors. What do I check first?",
+    "When does a host certificate count as about to expire?",
+    "How do I announce a scheduled downtime?",
+)
+RESUME_AGAIN = "And which directories take the most space there?"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,6 +67,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--return", dest="back_again", default=RETURN, help="back on the topic after --off-topic")
     parser.add_argument("--other", default=OTHER, help="the first question of a second conversation")
     parser.add_argument("--resume", default=RESUME, help="back in the first conversation after --other")
+    parser.add_argument(
+        "--more", nargs="*", default=list(MORE), help="first questions of more conversations, asked after --resume"
+    )
+    parser.add_argument("--resume-again", default=RESUME_AGAIN, help="back in the first conversation after --more")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument(
         "--no-warm-up",
@@ -138,8 +150,16 @@ def run(args: argparse.Namespace, copilot: Copilot | None = None) -> list[dict]:
     history.append(final.turn)
     row, _ = ask(copilot, "new conversation", args.other, [], options.answer)
     rows.append(row)
-    row, _ = ask(copilot, "first conversation again, after the new one", args.resume, history, options.answer)
+    row, final = ask(copilot, "first conversation again, after the new one", args.resume, history, options.answer)
     rows.append(row)
+    history.append(final.turn)
+    if args.more:
+        for question in args.more:
+            row, _ = ask(copilot, "another new conversation", question, [], options.answer)
+            rows.append(row)
+        label = f"first conversation again, after {len(args.more)} others"
+        row, _ = ask(copilot, label, args.resume_again, history, options.answer)
+        rows.append(row)
     return rows
 
 

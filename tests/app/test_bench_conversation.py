@@ -23,7 +23,12 @@ def fresh_copilot():
 def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine, tmp_path):
     argv = ["--out", str(tmp_path / "ttft.json"), "--max-new-tokens", "12", "--no-warm-up"]
     rows = bench_conversation.run(bench_conversation.parse_args(argv), fresh_copilot())
-    first, follow_up, topic, back, after_stop, off_topic, back_again, other, resumed = rows
+    first, follow_up, topic, back, after_stop, off_topic, back_again, other, resumed, *more, again = rows
+    assert (
+        len(more) == len(bench_conversation.MORE)
+        and again["step"] == f"first conversation again, after {len(more)} others"
+    )
+    assert again["prompt_tokens"] > resumed["prompt_tokens"]
     assert first["prefilled_tokens"] == first["prompt_tokens"] - 1  # nothing cached yet
     assert follow_up["prompt_tokens"] > first["prompt_tokens"]  # the conversation so far is in it
     # only what follows the first prompt (its answer, the new passages and question) is computed
@@ -73,5 +78,7 @@ def test_main_writes_the_table_and_json(tiny_engine, tmp_path, monkeypatch, caps
         "back after the off-topic question (answered)",
         "new conversation",
         "first conversation again, after the new one",
+        *["another new conversation"] * 3,
+        "first conversation again, after 3 others",
     ]
     assert "time to first token" in capsys.readouterr().out
