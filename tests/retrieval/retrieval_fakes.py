@@ -42,3 +42,11 @@ def every_model_load_gives(monkeypatch: Any, make: Callable[[], Any]) -> None:
 
     monkeypatch.setattr(Embedder, "load", classmethod(lambda cls, model=None, precision="auto": make()))
     monkeypatch.setattr(query_embedder, "load_query_embedder", lambda model=None, precision="auto": make())
+
+
+def fake_index(chunks: list[Any]) -> tuple[Any, FakeEmbedder]:
+    """A HybridIndex over `chunks`, embedded by a FakeEmbedder (returned with it, for the query side)."""
+    from retrieval.index import HybridIndex
+
+    embedder = FakeEmbedder()
+    return HybridIndex.build(chunks, embedder.embed_documents([c.text for c in chunks])), embedder

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from retrieval_fakes import FakeEmbedder
+from retrieval_fakes import FakeEmbedder, fake_index
 
 from retrieval.chunking import Chunk, Position
 from retrieval.cut_code import Sections, completed
@@ -109,8 +109,7 @@ def reservation_index() -> tuple[HybridIndex, FakeEmbedder]:
         Chunk("q0", "Slurm is an open source cluster manager.", "quickstart.html", "", "", Position(0, 40)),
         Chunk("n0", "A node in a maintenance reservation shows MAINT.", "sinfo.html", "", "", Position(0, 48)),
     ]
-    embedder = FakeEmbedder()
-    return HybridIndex.build(chunks, embedder.embed_documents([c.text for c in chunks])), embedder
+    return fake_index(chunks)
 
 
 def test_the_retriever_completes_a_cut_example_and_does_not_repeat_its_tail(reservation_index):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from retrieval_fakes import FakeEmbedder
+from retrieval_fakes import FakeEmbedder, fake_index
 
 from retrieval.chunking import Chunk, Position
 from retrieval.index import HybridIndex
@@ -78,8 +78,7 @@ def reboot_index() -> tuple[HybridIndex, FakeEmbedder]:
         ),
         Chunk("q0", "Slurm is an open source cluster manager.", "quickstart.html", "", "", Position(0, 40)),
     ]
-    embedder = FakeEmbedder()
-    return HybridIndex.build(chunks, embedder.embed_documents([c.text for c in chunks])), embedder
+    return fake_index(chunks)
 
 
 def test_the_retriever_gives_an_entry_cut_in_two_as_one_passage_and_the_freed_place_to_the_next(reboot_index):
