@@ -20,16 +20,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from retrieval.chunking import Chunk
-from retrieval.neighbours import JOIN, WHITESPACE_GAP, joined
+from retrieval.neighbours import WHITESPACE_GAP, joined, section_key
 
 MAX_EXTRA = 2  # neighbouring chunks a passage may take in on each side (~200 tokens each)
 FENCE = "```"
 
 SectionKey = tuple[str, str, str, int | None]
-
-
-def _section(chunk: Chunk) -> SectionKey:
-    return chunk.source, chunk.title, chunk.heading, chunk.position.page
 
 
 class Sections:
@@ -43,11 +39,11 @@ class Sections:
         if self._by_section is None:
             by_section: dict[SectionKey, list[Chunk]] = defaultdict(list)
             for row in self._chunks:
-                by_section[_section(row)].append(row)
+                by_section[section_key(row)].append(row)
             for rows in by_section.values():
                 rows.sort(key=lambda c: (c.position.start, c.position.end))
             self._by_section = dict(by_section)
-        return self._by_section.get(_section(chunk), [])
+        return self._by_section.get(section_key(chunk), [])
 
 
 def completed(span: Chunk, sections: Sections) -> Chunk:
@@ -70,11 +66,6 @@ def completed(span: Chunk, sections: Sections) -> Chunk:
             break
         span = grown
     return span
-
-
-def members(chunk: Chunk) -> set[str]:
-    """The ids of the index chunks a passage is made of."""
-    return set(chunk.chunk_id.split(JOIN))
 
 
 def _ends_cut(span: Chunk, section: list[Chunk]) -> bool:

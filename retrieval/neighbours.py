@@ -56,11 +56,21 @@ def _absorb(groups: list[tuple[list[T], Chunk]], home: int) -> None:
         home = first
 
 
+def section_key(chunk: Chunk) -> tuple[str, str, str, int | None]:
+    """What places a chunk in one section: only chunks with the same key are neighbours."""
+    return chunk.source, chunk.title, chunk.heading, chunk.position.page
+
+
+def member_ids(chunk_id: str) -> set[str]:
+    """The ids of the index chunks a passage's id names (one, or several joined by JOIN)."""
+    return set(chunk_id.split(JOIN))
+
+
 def joined(a: Chunk, b: Chunk, max_gap: int = MAX_GAP) -> Chunk | None:
     """One chunk of the text of `a` and `b` when they are neighbours in one section, else None; a gap of up
     to `max_gap` characters between them is taken for the break the splitter dropped (at most two newlines
     are put back)."""
-    if (a.source, a.title, a.heading, a.position.page) != (b.source, b.title, b.heading, b.position.page):
+    if section_key(a) != section_key(b):
         return None
     first, second = sorted((a, b), key=lambda c: (c.position.start, c.position.end))
     start, end = first.position.start, first.position.end
@@ -79,7 +89,7 @@ def joined(a: Chunk, b: Chunk, max_gap: int = MAX_GAP) -> Chunk | None:
         if first.text[len(first.text) - overlap :] != second.text[:overlap]:
             return None  # offsets that do not locate the texts: better two passages than a garbled one
         text = first.text + second.text[overlap:]
-    ids = sorted({*first.chunk_id.split(JOIN), *second.chunk_id.split(JOIN)})
+    ids = sorted(member_ids(first.chunk_id) | member_ids(second.chunk_id))
     position = Position(start, max(end, second.position.end), first.position.page)
     return replace(first, chunk_id=JOIN.join(ids), text=text, position=position)
 

@@ -157,9 +157,10 @@ class HybridRetriever(Retriever):
             if len(passages) == k:
                 break
             span = cut_code.completed(span, self._sections)
-            if cut_code.members(span) <= held:
+            ids = neighbours.member_ids(span.chunk_id)
+            if ids <= held:
                 continue
-            held |= cut_code.members(span)
+            held |= ids
             passages.append(scored_group(span, members, runs))
         return passages
 

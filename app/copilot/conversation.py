@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from app.copilot.events import Passage, Turn
 from app.copilot.gate import best_similarity
 from app.copilot.prompting import turn_messages
-from retrieval.neighbours import JOIN
+from retrieval.neighbours import member_ids
 
 # words that point back at an earlier turn; "one" is left out ("one GPU"), "there" counts only as a place
 _REFERRING = frozenset([
@@ -170,4 +170,4 @@ def number_new_passages(candidates: Sequence[Passage], already: Sequence[Passage
 
 
 def _chunks(passage: Passage) -> set[str]:
-    return set(passage.chunk_id.split(JOIN)) if passage.chunk_id else {passage.text}
+    return member_ids(passage.chunk_id) if passage.chunk_id else {passage.text}
