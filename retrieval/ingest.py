@@ -38,7 +38,7 @@ from retrieval.errors import IndexCorruptError, IndexMismatchError, RetrievalErr
 from retrieval.index import HybridIndex, load_rows
 from retrieval.ingest_options import IngestOptions, IngestReport
 from retrieval.lease import pin
-from retrieval.loaders import Document, reader_revision, too_large
+from retrieval.loaders import Document, kind_of, reader_revision, too_large
 from retrieval.manifest import roots_of
 from retrieval.parallel_load import read_all
 from retrieval.scan import default_roots, scan, untrusted_roots
@@ -246,6 +246,7 @@ def _plan(
             continue
         entry = known.get(path, {})
         same = entry.get("sha256") == plan.digests[path]
+        same = same and entry.get("kind") == kind_of(Path(path))  # .rst was read as plain text before rst
         same = same and entry.get("reader", 1) == reader_revision(entry.get("kind", ""))  # read as today
         (plan.unchanged if same else plan.to_load).append(path)
     plan.gone = sorted(set(known) - set(plan.unchanged) - set(plan.to_load))

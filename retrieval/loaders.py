@@ -28,7 +28,8 @@ KINDS = {
     ".md": "markdown",
     ".markdown": "markdown",
     ".txt": "text",
-    ".rst": "text",
+    ".rst": "rst",
+    ".rest": "rst",
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
@@ -41,8 +42,9 @@ KINDS = {
 # the first of several entries of its name is text too, and a permalink mark is dropped,
 # `_keep_headings_and_terms`; 6: definition-list entries are located, so a chunk that goes on with an
 # entry's description is labelled with its term, `_entries`; 7: where an entry's description starts, so
-# a chunk of nothing but its term joins the next, `chunking.with_terms_joined`).
-READER_REVISIONS = {"html": 7}
+# a chunk of nothing but its term joins the next, `chunking.with_terms_joined`). Markdown 2: YAML front
+# matter is metadata (its `title` names the page), not a heading and not text.
+READER_REVISIONS = {"html": 7, "markdown": 2}
 DEFAULT_MAX_BYTES = 20 * 2**20
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
 SNIFF_BYTES = 8192
@@ -151,10 +153,12 @@ class Heading:
     body_start: int  # where the text under it starts
 
 
-def sections_from_headings(text: str, headings: Iterable[Heading], title: str) -> tuple[Section, ...]:
-    """Cut text at headings; each section is named by its heading trail, minus the document title."""
+def sections_from_headings(text: str, headings: Iterable[Heading], title: str, start: int = 0) -> tuple[Section, ...]:
+    """Cut text at headings; each section is named by its heading trail, minus the document title.
+
+    Text before `start` (a page's front matter) belongs to no section."""
     sections, trail = [], []
-    start, name = 0, ""
+    name = ""
     for head in headings:
         sections.append(Section(name, start, head.start))
         trail = [h for h in trail if h.level < head.level] + [head]
@@ -177,18 +181,95 @@ def read_text(path: Path, data: bytes) -> Document:
 
 
 def read_markdown(path: Path, data: bytes) -> Document:
+    """Sections from CommonMark headings. YAML front matter (Hugo, Jekyll, Docusaurus, MkDocs pages) is
+    left out of the text, and its `title` names the page; without one the first H1 does. A page that
+    only opens with a rule (`---`) keeps its text: front matter must be a YAML mapping."""
     from markdown_it import MarkdownIt
+    from mdit_py_plugins.front_matter import front_matter_plugin
 
     text = decode_text(data)
-    tokens = MarkdownIt("commonmark").parse(text)
+    tokens = MarkdownIt("commonmark").use(front_matter_plugin).parse(text)
     lines = line_starts(text)
+    body, meta_title = 0, None
+    meta = front_matter(tokens[0].content) if tokens and tokens[0].type == "front_matter" and tokens[0].map else None
+    if meta is None:
+        tokens = MarkdownIt("commonmark").parse(text)
+    else:
+        body, title = lines[tokens[0].map[1]], meta.get("title")
+        meta_title = " ".join(title.split()) or None if isinstance(title, str) else None
     headings = [
         Heading(int(tok.tag[1:]), tokens[i + 1].content.strip(), lines[tok.map[0]], lines[tok.map[1]])
         for i, tok in enumerate(tokens)
         if tok.type == "heading_open" and tok.map
     ]
+    title = meta_title or next((h.title for h in headings if h.level == 1 and h.title), path.stem)
+    return Document(str(path), title, text, sections_from_headings(text, headings, title, body), "markdown")
+
+
+def front_matter(block: str) -> dict | None:
+    """A front matter block's fields, or None when it is not a YAML mapping."""
+    import yaml
+
+    try:
+        fields = yaml.safe_load(block)
+    except yaml.YAMLError:
+        return None
+    return fields if isinstance(fields, dict) else None
+
+
+def read_rst(path: Path, data: bytes) -> Document:
+    """reStructuredText (Sphinx sources): sections from its titles, which docutils finds however they are
+    adorned; the first top-level title names the page. The raw text is kept, as for Markdown."""
+    text = decode_text(data)
+    headings = _rst_headings(text)
     title = next((h.title for h in headings if h.level == 1 and h.title), path.stem)
-    return Document(str(path), title, text, sections_from_headings(text, headings, title), "markdown")
+    return Document(str(path), title, text, sections_from_headings(text, headings, title), "rst")
+
+
+# Parse only: no file or URL inclusion (`include`, `raw`, `csv-table :file:`), no messages. Sphinx's own
+# directives and roles are unknown to docutils; they become error nodes and the titles around them stand.
+_RST_SETTINGS = {
+    "file_insertion_enabled": False,
+    "raw_enabled": False,
+    "report_level": 5,
+    "halt_level": 5,
+    "doctitle_xform": False,  # keep the page title as a section, as Markdown keeps its H1
+    "sectsubtitle_xform": False,
+}
+_RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")
+
+
+def _rst_headings(text: str) -> list[Heading]:
+    """Each section title with its nesting level, located by the line docutils reports: its underline."""
+    import docutils.core
+    import docutils.nodes
+
+    try:
+        settings = {**_RST_SETTINGS, "warning_stream": io.StringIO()}
+        tree = docutils.core.publish_doctree(text, settings_overrides=settings)
+    except Exception:  # docutils gives up on some malformed input; the page is then one section
+        return []
+    raw, lines = _NEWLINE.split(text), line_starts(text)
+    headings = []
+    for section in tree.findall(docutils.nodes.section):
+        under = (section[0].line or 0) - 1  # 0-based line of the underline
+        if not (1 <= under < len(raw)) or not _RST_ADORNMENT.fullmatch(raw[under]):
+            continue  # docutils' line numbers do not match ours (an exotic line break): leave this one out
+        top = under - 1
+        if top >= 1 and _RST_ADORNMENT.fullmatch(raw[top - 1]) and raw[top - 1][0] == raw[under][0]:
+            top -= 1  # an overline above the title
+        headings.append(Heading(_depth(section), " ".join(section[0].astext().split()), lines[top], lines[under + 1]))
+    return headings
+
+
+def _depth(node) -> int:
+    import docutils.nodes
+
+    depth = 0
+    while node is not None:
+        depth += isinstance(node, docutils.nodes.section)
+        node = node.parent
+    return depth
 
 
 def read_html(path: Path, data: bytes) -> Document:
@@ -548,6 +629,7 @@ def _pdf_pages(data: bytes) -> tuple[list[str], str]:
 READERS: dict[str, Callable[[Path, bytes], Document]] = {
     "text": read_text,
     "markdown": read_markdown,
+    "rst": read_rst,
     "html": read_html,
     "pdf": read_pdf,
 }

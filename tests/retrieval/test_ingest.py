@@ -86,6 +86,21 @@ def test_files_read_by_an_older_reader_are_read_again_and_only_they(docs, tmp_pa
     assert not ingest([docs], index, embedder=FakeEmbedder()).written  # and then it is up to date
 
 
+def test_files_now_read_by_another_reader_are_read_again(docs, tmp_path, fake, monkeypatch):
+    from retrieval import loaders
+
+    index = tmp_path / "index"
+    monkeypatch.setitem(loaders.KINDS, ".rst", "text")  # how .rst files were read before the rst reader
+    ingest([docs], index, embedder=fake)
+    rst = str(next(docs.resolve().rglob("gpu-drain.rst")))
+    assert read_manifest(current_generation(index))["files"][rst]["kind"] == "text"
+    monkeypatch.undo()
+    report = ingest([docs], index, embedder=FakeEmbedder())
+    assert [Path(p).name for p in report.updated] == ["gpu-drain.rst"] and report.unchanged == 3
+    entry = read_manifest(current_generation(index))["files"][rst]
+    assert entry["kind"] == "rst" and entry["title"] == "Draining a GPU node"
+
+
 def test_an_edit_reembeds_only_the_chunks_it_changed_and_a_new_precision_all(tmp_path, fake):
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -40,12 +40,90 @@ def test_markdown_without_h1_is_titled_by_file_stem(tmp_path):
     assert headings(doc) == ["Decay"]
 
 
-def test_text_and_rst_are_whole_documents():
+def test_text_is_one_whole_document():
     txt = load_document(FIXTURES / "munge-keys.txt")
-    rst = load_document(FIXTURES / "gpu-drain.rst")
-    assert (txt.kind, rst.kind) == ("text", "text")
+    assert txt.kind == "text" and len(txt.sections) == 1
     assert "munge -n | unmunge" in txt.section_text(txt.sections[0])
-    assert rst.title == "gpu-drain" and "state=resume" in rst.text
+
+
+def test_rst_sections_follow_its_titles_and_the_first_names_the_page():
+    rst = load_document(FIXTURES / "gpu-drain.rst")
+    assert rst.kind == "rst" and rst.title == "Draining a GPU node"
+    assert headings(rst) == ["", "Resuming"]
+    assert "state=resume" in rst.section_text(rst.sections[1])
+    assert "-----" not in rst.section_text(rst.sections[0])  # the underline goes with its title
+
+
+def test_rst_nesting_follows_the_adornment_styles_in_order_of_appearance(tmp_path):
+    path = tmp_path / "fts.rst"
+    path.write_text(
+        "======================\nRestarting the FTS agent\n======================\n\nIntro.\n\n"
+        "Checking\n========\n\n.. code-block:: bash\n\n   systemctl status fts-server\n\n"
+        "Logs\n----\n\nRead :ref:`the logs <logs>` first.\n\n"  # a Sphinx role docutils does not know
+        "Restarting\n==========\n\nRun ``systemctl restart fts-server``.\n",
+        encoding="utf-8",
+    )
+    doc = load_document(path)
+    assert doc.title == "Restarting the FTS agent"  # over- and underlined: its own, outermost style
+    assert headings(doc) == ["", "Checking", "Checking > Logs", "Restarting"]
+    assert doc.section_text(doc.sections[1]).strip().endswith("systemctl status fts-server")
+    assert doc.section_text(doc.sections[3]).strip() == "Run ``systemctl restart fts-server``."
+
+
+def test_rst_never_reads_other_files(tmp_path, monkeypatch):
+    import docutils.io
+
+    opened = []
+    real = docutils.io.FileInput.__init__
+
+    def spy(self, *args, **kwargs):
+        opened.append(kwargs.get("source_path"))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(docutils.io.FileInput, "__init__", spy)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the root password is hunter2\n", encoding="utf-8")
+    path = tmp_path / "page.rst"
+    path.write_text(f"Page\n====\n\n.. include:: {secret}\n\n.. raw:: html\n   :file: {secret}\n\nText.\n")
+    doc = load_document(path)  # `.. include:: /dev/zero` in a page would hang the ingest
+    assert doc.title == "Page" and opened == []
+
+
+def test_rst_that_docutils_cannot_structure_is_still_one_document(tmp_path):
+    path = tmp_path / "odd.rst"
+    path.write_text("Title\n=====\n\nText\n-----\n\nMore\n=====\n\n  Bad\n  ===\n", encoding="utf-8")
+    doc = load_document(path)  # inconsistent title styles: docutils reports them, we read on
+    assert doc.kind == "rst" and "More" in doc.text and doc.sections
+
+
+def test_markdown_front_matter_names_the_page_and_is_not_text(tmp_path):
+    path = tmp_path / "gridftp.md"
+    path.write_text(
+        '---\ntitle: "Restarting the\n  GridFTP door"\ntags: [storage, dcache]\n---\n\n'
+        "Use this page when transfers fail.\n\n## Check the door\n\nRun `dcache status`.\n",
+        encoding="utf-8",
+    )
+    doc = load_document(path)
+    assert doc.title == "Restarting the GridFTP door"
+    assert headings(doc) == ["", "Check the door"]
+    assert "tags:" not in "".join(doc.section_text(s) for s in doc.sections)
+    assert doc.section_text(doc.sections[0]).strip() == "Use this page when transfers fail."
+
+
+def test_markdown_opening_with_a_rule_keeps_its_text(tmp_path):
+    path = tmp_path / "intro.md"
+    path.write_text("---\nRead this first\n---\n\nIt matters.\n\n# Intro\n\nBody.\n", encoding="utf-8")
+    doc = load_document(path)  # not a YAML mapping: a rule and a setext heading, as CommonMark reads it
+    assert doc.title == "Intro"
+    assert headings(doc) == ["", "Read this first", ""]
+    assert doc.section_text(doc.sections[1]).strip() == "It matters."
+
+
+def test_markdown_front_matter_without_a_title_falls_back_to_the_h1(tmp_path):
+    path = tmp_path / "page.md"
+    path.write_text("---\nweight: 3\n---\n# Squid proxies\n\nText.\n", encoding="utf-8")
+    doc = load_document(path)
+    assert doc.title == "Squid proxies" and "weight" not in doc.section_text(doc.sections[-1])
 
 
 def test_html_keeps_main_text_and_headings_only():

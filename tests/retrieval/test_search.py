@@ -163,7 +163,7 @@ def test_cli_ingest_then_search_json(tmp_path, capsys, reuse_minilm):
 
     assert search_cmd.run(cli(["search", "Xid", "--index", str(index), "--mode", "bm25"])) == 0
     text = capsys.readouterr().out
-    assert text.startswith("1. gpu-drain") and "bm25" in text and "gpu-drain.rst" in text
+    assert text.startswith("1. Draining a GPU node") and "bm25" in text and "gpu-drain.rst" in text
 
 
 def test_cli_ingest_reports_skips_in_text(tmp_path, capsys, reuse_minilm):
