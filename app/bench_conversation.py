@@ -45,7 +45,10 @@ AFTER_STOP = "At what fill level does it count as critical?"
 OFF_TOPIC = "How do I renew my parking permit for the campus garage?"
 RETURN = "And who has to be told once it is back below that level?"
 OTHER = "How do I drain a worker node before rebooting it?"
-RESUME = "And how do I check that it stays below that level afterwards?"
+# The stopped question once more (it left no turn behind): one the runbooks answer. The earlier default,
+# "And how do I check that it stays below that level afterwards?", is refused by the gate, so the row
+# measured a refusal's prefill (session 46's figures were taken with this one as --resume).
+RESUME = STOPPED
 # three more conversations, then the first once more: four taking turns, as Slack threads do
 MORE = (
     "The squid proxy returns 503 errors. What do I check first?",
