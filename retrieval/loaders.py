@@ -219,10 +219,11 @@ def front_matter(block: str) -> dict | None:
 
 def read_rst(path: Path, data: bytes) -> Document:
     """reStructuredText (Sphinx sources): sections from its titles, which docutils finds however they are
-    adorned; the first top-level title names the page. The raw text is kept, as for Markdown."""
+    adorned. The raw text is kept, as for Markdown. The page's name is its `:title:` field, else its
+    document title (a lone top-level section, docutils' rule), else the file name."""
     text = decode_text(data)
-    headings = _rst_headings(text)
-    title = next((h.title for h in headings if h.level == 1 and h.title), path.stem)
+    named, headings = _rst_outline(text)
+    title = named or path.stem
     return Document(str(path), title, text, sections_from_headings(text, headings, title), "rst")
 
 
@@ -233,33 +234,54 @@ _RST_SETTINGS = {
     "raw_enabled": False,
     "report_level": 5,
     "halt_level": 5,
-    "doctitle_xform": False,  # keep the page title as a section, as Markdown keeps its H1
+    "doctitle_xform": False,  # every title stays a section: sections_from_headings leaves the page's out
     "sectsubtitle_xform": False,
 }
 _RST_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1+[ \t]*")
 
 
-def _rst_headings(text: str) -> list[Heading]:
-    """Each section title with its nesting level, located by the line docutils reports: its underline."""
+def _rst_outline(text: str) -> tuple[str | None, list[Heading]]:
+    """The page's title, if it has one, and each section title with its nesting level, located by the
+    line docutils reports: its underline."""
     import docutils.core
-    import docutils.nodes
+    import docutils.nodes as nodes
 
     try:
         settings = {**_RST_SETTINGS, "warning_stream": io.StringIO()}
         tree = docutils.core.publish_doctree(text, settings_overrides=settings)
     except Exception:  # docutils gives up on some malformed input; the page is then one section
-        return []
+        return None, []
     raw, lines = _NEWLINE.split(text), line_starts(text)
     headings = []
-    for section in tree.findall(docutils.nodes.section):
+    for section in tree.findall(nodes.section):
         under = (section[0].line or 0) - 1  # 0-based line of the underline
         if not (1 <= under < len(raw)) or not _RST_ADORNMENT.fullmatch(raw[under]):
             continue  # docutils' line numbers do not match ours (an exotic line break): leave this one out
         top = under - 1
         if top >= 1 and _RST_ADORNMENT.fullmatch(raw[top - 1]) and raw[top - 1][0] == raw[under][0]:
             top -= 1  # an overline above the title
-        headings.append(Heading(_depth(section), " ".join(section[0].astext().split()), lines[top], lines[under + 1]))
-    return headings
+        headings.append(Heading(_depth(section), _one_line(section[0].astext()), lines[top], lines[under + 1]))
+    return _rst_title(tree), headings
+
+
+def _rst_title(tree) -> str | None:
+    """A `:title:` field opening the page, else the title of its only top-level section when nothing but
+    comments, targets and fields comes before it (what docutils would make the document title)."""
+    import docutils.nodes as nodes
+
+    preamble = (nodes.comment, nodes.target, nodes.substitution_definition, nodes.system_message)
+    opening = list(takewhile(lambda child: isinstance(child, (*preamble, nodes.field_list, nodes.docinfo)), tree))
+    for fields in opening:
+        for field in fields.findall(nodes.field) if isinstance(fields, (nodes.field_list, nodes.docinfo)) else ():
+            if field[0].astext().strip().lower() == "title" and _one_line(field[1].astext()):
+                return _one_line(field[1].astext())
+    tops = [child for child in tree.children if isinstance(child, nodes.section)]
+    lone = len(tops) == 1 and len(opening) == tree.index(tops[0])
+    return _one_line(tops[0][0].astext()) or None if lone else None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _depth(node) -> int:

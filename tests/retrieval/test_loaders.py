@@ -70,6 +70,22 @@ def test_rst_nesting_follows_the_adornment_styles_in_order_of_appearance(tmp_pat
     assert doc.section_text(doc.sections[3]).strip() == "Run ``systemctl restart fts-server``."
 
 
+def test_rst_page_is_named_by_its_title_field_else_a_lone_top_title_else_its_file(tmp_path):
+    def title(name: str, text: str) -> str:
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        return load_document(tmp_path / name).title
+
+    sections = "Configuration Values\n====================\n\nText.\n\nExit codes\n==========\n\nMore.\n"
+    assert title("s3.rst", ":title: AWS CLI S3 Configuration\n:category: S3\n\nIntro.\n\n" + sections) == (
+        "AWS CLI S3 Configuration"
+    )
+    assert title("two.rst", sections) == "two"  # two top-level sections: neither is the page's title
+    assert title("body.rst", "Intro.\n\n:title: not the page\n\n" + sections) == "body"  # a field in the text
+    assert title("lone.rst", ".. _top:\n\nSquid proxies\n=============\n\nText.\n\nCache\n-----\n\nMore.\n") == (
+        "Squid proxies"
+    )
+
+
 def test_rst_never_reads_other_files(tmp_path, monkeypatch):
     import docutils.io
 
