@@ -13,7 +13,10 @@ import re
 
 # group 1: the block's body (an unclosed block runs to the end of the answer)
 FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
-INLINE = re.compile(r"`([^`\n]+)`")  # group 1: the span's text
+# CommonMark's code span, kept to one line: a run of n backticks opens it and the next run of exactly n
+# closes it, so ``a `b` c`` is one span (reStructuredText's literals, which models copy from rst sources,
+# are such double-backtick spans). Group "code": the span's text (inline_code strips its padding).
+INLINE = re.compile(r"(?<!`)(?P<ticks>`+)(?!`)(?P<code>.+?)(?<!`)(?P=ticks)(?!`)")
 # an option's value may hold commas (`--format=JobID,MaxRSS`), not a trailing one ("--array, then")
 OPTION = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*(?:=(?:[^\s`'\",;)]|,(?=[^\s`'\",;)]))+)?")
 WORD_EDGES = "`'\"()[]{},.;:"  # quotes and punctuation around a word in prose, not part of it
@@ -22,6 +25,16 @@ WORD_EDGES = "`'\"()[]{},.;:"  # quotes and punctuation around a word in prose, 
 def options(text: str) -> list[str]:
     """Every `--option` of `text`, with its value; a sentence's full stop is not part of the value."""
     return [match.group(0).rstrip(".") for match in OPTION.finditer(text)]
+
+
+def inline_code(text: str) -> list[str]:
+    """The text of each inline code span of `text`, one space of padding on both sides stripped as
+    CommonMark strips it (`` `x` `` is `x`)."""
+    return [_unpadded(match.group("code")) for match in INLINE.finditer(text)]
+
+
+def _unpadded(code: str) -> str:
+    return code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " and code.strip() else code
 
 
 def without_fences(text: str) -> str:
@@ -36,7 +49,7 @@ def prose(text: str) -> str:
 
 # an answer still streaming: a fence mark or an inline span may be open, its newline or closing mark not yet written
 _FENCE_SO_FAR = re.compile(r"```.*?(?:```|\Z)", re.S)
-_INLINE_SO_FAR = re.compile(r"`[^`\n]*(?:`|$)", re.M)
+_INLINE_SO_FAR = re.compile(r"(?<!`)(`+)(?!`).*?(?:(?<!`)\1(?!`)|$)", re.M)
 
 
 def prose_so_far(text: str) -> str:

@@ -40,7 +40,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
-from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, options, without_fences
+from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, inline_code, options, without_fences
 from app.copilot.events import GroundingItem
 from app.copilot.example_values import example_values
 from app.copilot.nearest import nearest_in_sources
@@ -265,8 +265,8 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
             if line.strip().strip("`"):  # a closing fence cut short by the length limit is no code
                 yield "code", drop_prompt(line)
     prose = without_fences(answer)
-    for span in INLINE.finditer(prose):
-        yield "code", drop_prompt(span.group(1))
+    for code in inline_code(prose):
+        yield "code", drop_prompt(code)
     outside = INLINE.sub(" ", prose)  # prose without its inline code
     for span in _QUOTED.finditer(outside):
         if _COMMAND_MARK.search(span.group(1)):

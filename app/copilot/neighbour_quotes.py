@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.copilot.code_spans import FENCE, INLINE, prose, without_fences
+from app.copilot.code_spans import FENCE, inline_code, prose, without_fences
 from app.copilot.definitions import SETTING, Entry, entries_of, first_sentence
 from app.copilot.events import Definition, Passage, Segment
 from app.copilot.markers import MARKER_GROUP
@@ -38,7 +38,7 @@ def neighbour_quotes(answer: str, passages: Sequence[Passage], question: str) ->
     if not entries:
         return []
     text = flat(MARKER_GROUP.sub(" ", prose(answer)))
-    code = " ".join([*(m.group(0) for m in FENCE.finditer(answer)), *INLINE.findall(without_fences(answer))])
+    code = " ".join([*(m.group(0) for m in FENCE.finditer(answer)), *inline_code(without_fences(answer))])
     found: dict[str, Definition] = {}
     for run, holders in _runs(text, passages, entries):
         terms = {entry.term for entry in holders}

@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from app.copilot.abstention import abstention_phrase
 from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
-from app.copilot.code_spans import FENCE, INLINE, prose, prose_so_far
+from app.copilot.code_spans import FENCE, INLINE, inline_code, prose, prose_so_far
 from app.copilot.definitions import CONFIG_KEY
 from app.copilot.events import GroundingItem
 from app.copilot.markers import MARKER_GROUP
@@ -177,7 +177,7 @@ class UnsourcedSubjectCheck:
     def notice(self, answer: str) -> str:
         """The withheld notice when `answer` runs a command of one of `tools`, or when a prose sentence of it
         names one of `settings` and gives a value no source has (an unfound specific, or a bare number); else ''."""
-        for line in [line for body in FENCE.findall(answer) for line in body.split("\n")] + INLINE.findall(answer):
+        for line in [line for body in FENCE.findall(answer) for line in body.split("\n")] + inline_code(answer):
             tool = _command_word(line)
             if tool and tool.casefold() in self.tools:
                 return (
@@ -270,7 +270,7 @@ def unsourced_values(grounding: Sequence[GroundingItem]) -> list[GroundingItem]:
 
 
 def _unless_example(code: re.Match[str]) -> str:
-    return " " if _CREDENTIAL.search(code.group(1)) else code.group(0)
+    return " " if _CREDENTIAL.search(code.group("code")) else code.group(0)
 
 
 def _command_word(line: str) -> str:

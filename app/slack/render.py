@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
+from app.copilot.code_spans import INLINE
 from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
@@ -25,7 +26,6 @@ WITHHELD_REST = "_(withheld: see the message above)_"  # a streamed message the 
 REPEATS_REST = "_(left out: the answer repeated itself; see the message above)_"  # ... the collapsed answer
 
 _FENCE = re.compile(r"^\s*```")
-_INLINE_CODE = re.compile(r"(`[^`\n]+`)")
 _LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
@@ -69,18 +69,23 @@ def _line_to_mrkdwn(line: str) -> str:
 
 
 def _inline(text: str) -> str:
-    """Format one line outside code blocks; inline code spans are only escaped."""
-    parts = _INLINE_CODE.split(text)
-    for i in range(0, len(parts), 2):  # even indexes: text outside `code`
-        part = escape(parts[i])
-        part = _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", part)
-        part = _BOLD.sub(lambda m: "\0" + m.group(2) + "\0", part)  # hold bold while italics change
-        part = _ITALIC.sub(lambda m: f"_{m.group(1)}_", part)
-        part = _STRIKE.sub(lambda m: f"~{m.group(1)}~", part)
-        parts[i] = part.replace("\0", "*")
-    for i in range(1, len(parts), 2):
-        parts[i] = escape(parts[i])
-    return "".join(parts)
+    """Format one line outside code blocks; inline code spans are only escaped, and a ``double`` one
+    gets Slack's single backticks."""
+    out, pos = [], 0
+    for span in INLINE.finditer(text):
+        code = span.group("code")
+        out += [_formatted(text[pos : span.start()]), escape(span.group(0) if "`" in code else f"`{code}`")]
+        pos = span.end()
+    return "".join([*out, _formatted(text[pos:])])
+
+
+def _formatted(part: str) -> str:
+    part = escape(part)
+    part = _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", part)
+    part = _BOLD.sub(lambda m: "\0" + m.group(2) + "\0", part)  # hold bold while italics change
+    part = _ITALIC.sub(lambda m: f"_{m.group(1)}_", part)
+    part = _STRIKE.sub(lambda m: f"~{m.group(1)}~", part)
+    return part.replace("\0", "*")
 
 
 def split_message(text: str, limit: int = MESSAGE_LIMIT) -> list[str]:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
+from app.copilot.code_spans import INLINE
 from app.copilot.events import Definition, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
@@ -220,12 +221,12 @@ class _FenceLayout:
             pos += len(line)
 
     def _inline(self, line: str, pos: int) -> None:
-        for pattern, kind in ((_INLINE_CODE, "icode"), (_BOLD, "bold")):
+        for pattern, kind, inner in ((INLINE, "icode", "code"), (_BOLD, "bold", 1)):
             for match in pattern.finditer(line):
                 start, end = pos + match.start(), pos + match.end()
                 if any(self.kind[start:end]):
                     continue  # inside inline code: literal
-                marker = (len(match.group(0)) - len(match.group(1))) // 2  # ` or **
+                marker = (len(match.group(0)) - len(match.group(inner))) // 2  # ` (or ``) or **
                 self.kind[start:end] = ["hidden"] * marker + [kind] * (end - start - 2 * marker) + ["hidden"] * marker
 
     def html(self, start: int, end: int) -> str:
@@ -251,7 +252,6 @@ class _FenceLayout:
         return end
 
 
-_INLINE_CODE = re.compile(r"`([^`\n]+)`")
 _BOLD = re.compile(r"\*\*(?=\S)([^\n]*?\S)\*\*")
 _TAGS = {
     "code": ("code", ' class="sr-prov-code"'),

@@ -113,6 +113,18 @@ def test_bold_shows_as_bold_not_as_asterisks_also_across_a_copy():
     assert "&#42;&#42;start the shutdown" in lone and "a&#42;&#42;b&#42;&#42;" in lone and "<strong>" not in lone
 
 
+def test_double_backtick_code_shows_as_one_code_span_without_backticks():
+    """Seen in the chat on awscli's rst topics: 'Set the ``multipart_chunksize`` to a larger value, such as
+    ``16MB``' showed a stray backtick and the prose between the spans as code."""
+    segments = [Segment("[3] Set the ``multipart_chunksize`` to a larger value, such as ``16MB``.", 3)]
+    html = render.provenance_html(segments, SOURCES)
+    assert "&#96;" not in html
+    assert (
+        '<code class="sr-prov-code sr-prov-inline">multipart&#95;chunksize</code> to a larger value, such as '
+        '<code class="sr-prov-code sr-prov-inline">16MB</code>.'
+    ) in html
+
+
 def test_a_copy_that_ends_a_code_line_gets_its_mark_on_that_line_not_before_the_closing_fence():
     """Seen in the chat: 'scontrol update NodeName=adev13 State=DRAIN' then, on the next line, '3```'."""
     segments = [Segment("[3] Drain it:\n\n```\n"), Segment("scontrol update State=DRAIN\n", 3), Segment("```\nDone.")]

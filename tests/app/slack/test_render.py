@@ -23,6 +23,12 @@ def test_markdown_becomes_mrkdwn_and_control_characters_are_escaped():
     )
 
 
+def test_double_backtick_code_becomes_slacks_single_backtick_code():
+    assert render.to_mrkdwn("Set ``multipart_chunksize`` to ``16MB`` **now**, or `` a`b ``") == (
+        "Set `multipart_chunksize` to `16MB` *now*, or `` a`b ``"
+    )
+
+
 def test_code_blocks_are_kept_verbatim_but_escaped_and_lose_their_language():
     markdown = "Run:\n```bash\nscontrol update **x** <node> & wait\n```\n> quoted **bold**"
     assert (
