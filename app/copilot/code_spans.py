@@ -10,6 +10,7 @@ items) and nearest.py (finding the closest ones in the sources).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # group 1: the block's body (an unclosed block runs to the end of the answer)
 FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
@@ -35,6 +36,44 @@ def inline_code(text: str) -> list[str]:
 
 def _unpadded(code: str) -> str:
     return code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " and code.strip() else code
+
+
+@dataclass(frozen=True)
+class Span:
+    """An inline code span of one line: where its opening backticks start, its text starts and ends, and
+    where its closing backticks end (`end` when it is still open)."""
+
+    opening: int
+    start: int
+    end: int
+    closing: int
+    closed: bool
+
+
+_TICKS = re.compile(r"`+")
+
+
+def line_spans(line: str, still_open: bool = False) -> list[Span]:
+    """The inline code spans of one line, by INLINE's rule. On a line still being written, a run of
+    backticks that no later run closes opens a span to the end of the line; backticks ending the line
+    that are fewer than its opening run may be its closing run being written, and are not its text.
+    An unclosed run of two or more followed by a space is taken for literal backticks ("`` empty"), as
+    rst literals, the double spans models copy, start right after their backticks."""
+    spans, pos = [], 0
+    while run := _TICKS.search(line, pos):
+        ticks = len(run.group())
+        close = next((c for c in _TICKS.finditer(line, run.end()) if len(c.group()) == ticks), None)
+        if close:
+            spans.append(Span(run.start(), run.end(), close.start(), close.end(), True))
+            pos = close.end()
+        elif still_open and (ticks == 1 or not line[run.end() : run.end() + 1].isspace()):
+            trailing = len(line) - len(line.rstrip("`"))
+            end = len(line) - trailing if run.end() < len(line) and trailing < ticks else len(line)
+            spans.append(Span(run.start(), run.end(), max(end, run.end()), len(line), False))
+            break
+        else:
+            pos = run.end()  # never closed: literal backticks
+    return spans
 
 
 def without_fences(text: str) -> str:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from app.copilot.code_spans import OPTION
+from app.copilot.code_spans import OPTION, line_spans
 from app.copilot.grounding import GroundingSources, drop_prompt, normalise
 from generation import arrays
 from generation.arrays import Logits
@@ -116,24 +116,23 @@ class CopiedCode:
 
     def _prose_fails(self, line: str, offset: int, start: int, line_open: bool) -> bool:
         """Inline spans and --options of one prose line that reach past `start`."""
-        segments = line.split("`")
-        position = offset
-        for k, segment in enumerate(segments):
-            end = position + len(segment)
-            closed = k < len(segments) - 1
-            if k % 2:  # inside backticks
-                if closed and end >= start and self._fails(drop_prompt(segment), "code", False):
+        pos = 0
+        for span in [*line_spans(line, line_open), None]:
+            prose_end = span.opening if span else len(line)
+            for match in OPTION.finditer(line, pos, prose_end):
+                option_open = line_open and span is None and match.end() == len(line)
+                if (option_open or offset + match.end() >= start) and self._fails(
+                    match.group(0).rstrip("."), "option", option_open
+                ):
                     return True
-                if not closed and line_open and self._fails(segment, "code", True):
-                    return True
-            else:
-                for match in OPTION.finditer(segment):
-                    option_open = line_open and not closed and match.end() == len(segment)
-                    if (option_open or position + match.end() >= start) and self._fails(
-                        match.group(0).rstrip("."), "option", option_open
-                    ):
-                        return True
-            position = end + 1
+            if span is None:
+                return False
+            code = line[span.start : span.end]
+            if span.closed and offset + span.closing > start and self._fails(drop_prompt(code), "code", False):
+                return True
+            if not span.closed and self._fails(code, "code", True):
+                return True
+            pos = span.closing
         return False
 
     def _fails(self, item: str, kind: str, still_open: bool) -> bool:
@@ -147,7 +146,7 @@ def in_code_item(text: str) -> bool:
     """Is the end of `text` inside a code item: a fenced block, an open inline span, or a word that may be an option?"""
     line_start = text.rfind("\n") + 1
     line = text[line_start:]
-    if len(_FENCE_LINE.findall(text, 0, line_start)) % 2 or line.count("`") % 2:
+    if len(_FENCE_LINE.findall(text, 0, line_start)) % 2 or any(not s.closed for s in line_spans(line, True)):
         return True
     word = line.rsplit(None, 1)[-1] if line and not line[-1].isspace() else ""
     return word.startswith("-")

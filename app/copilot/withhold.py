@@ -60,7 +60,7 @@ from collections.abc import Mapping, Sequence
 from app.copilot.abstention import abstention_phrase
 from app.copilot.attribution import sentence_spans
 from app.copilot.citations import cited_numbers
-from app.copilot.code_spans import FENCE, INLINE, inline_code, prose, prose_so_far
+from app.copilot.code_spans import FENCE, INLINE, inline_code, line_spans, prose, prose_so_far
 from app.copilot.definitions import CONFIG_KEY
 from app.copilot.events import GroundingItem
 from app.copilot.markers import MARKER_GROUP
@@ -341,8 +341,9 @@ def _safe_end(text: str) -> int:
     end = len(text) - len(window) + (match.start() if match else len(window))
     line_start = text.rfind("\n", 0, end) + 1
     line = text[line_start:end]
-    if line.count("`") % 2 and not line.lstrip().startswith("```"):  # an inline code span is still open
-        end = line_start + line.rfind("`")
+    still_open = [span for span in line_spans(line, True) if not span.closed]
+    if still_open and not line.lstrip().startswith("```"):  # an inline code span is still open
+        end = line_start + still_open[0].opening
     return end
 
 

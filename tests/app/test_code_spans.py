@@ -1,6 +1,6 @@
 """Inline code spans as CommonMark reads them: models copy reStructuredText's ``literals`` into answers."""
 
-from app.copilot.code_spans import inline_code, prose, prose_so_far
+from app.copilot.code_spans import inline_code, line_spans, prose, prose_so_far
 from app.copilot.grounding import check_grounding
 
 RST_ANSWER = "[3] Set ``multipart_chunksize`` to a larger value, such as ``16MB``, or `max_bandwidth`."
@@ -24,3 +24,14 @@ def test_grounding_reads_double_backtick_spans_as_the_code_they_are():
     assert {"multipart_chunksize", "16MB", "max_bandwidth"} <= set(items)
     assert all(items[text].found for text in ("multipart_chunksize", "16MB", "max_bandwidth"))
     assert not any("larger value" in text for text in items)  # no prose taken for code, nothing flagged
+
+
+def test_a_line_still_being_written_has_its_last_span_open():
+    def texts(line: str, still_open: bool) -> list[tuple[str, bool]]:
+        return [(line[s.start : s.end], s.closed) for s in line_spans(line, still_open)]
+
+    assert texts("Set ``a`` to `b` and ``scontrol re", True) == [("a", True), ("b", True), ("scontrol re", False)]
+    assert texts("Set ``scontrol`", True) == [("scontrol", False)]  # its closing run half written
+    assert texts("Set ``", True) == [("", False)]
+    assert texts("and `` empty spans", True) == []  # literal backticks, not a span starting with a space
+    assert texts("and `` empty spans", False) == texts("a ``b", False) == []  # a finished line: never closed

@@ -57,6 +57,7 @@ def decode_wish(tokenizer, wish: str, filter_: CopiedCode | None, limit: int = 2
         "Use `sbatch --array=0-499%10 -N1 tmp`, see --array=1-5 [2].",  # the user's own numbers
         "```\nscontrol reboot ASAP nextstate=RESUME <node>\n```\nThen wait.",  # a placeholder, in a block
         "Any prose at all -- even with dashes - and `` empty spans.",
+        "[1] Run ``scontrol reboot ASAP nextstate=RESUME c042`` once ``squeue --me`` is empty.",  # rst's literals
     ],
 )
 def test_code_the_sources_hold_is_written_unchanged(tokenizer, wish):
@@ -72,6 +73,7 @@ def test_code_the_sources_hold_is_written_unchanged(tokenizer, wish):
         ("Then run `systemctl restart slurmd` [1].", "systemctl"),
         ("```\nsbatch --array=0-3 --afterok=12 tmp\n```", "--afterok"),
         ("Add --exclusive to the job [2].", "--exclusive"),
+        ("Then run ``systemctl restart slurmd`` [1].", "systemctl"),  # a double-backtick span, as rst writes code
     ],
 )
 def test_an_invented_command_or_option_is_steered_away_from_while_it_is_written(tokenizer, wish, invented):
