@@ -105,11 +105,20 @@ def test_rst_never_reads_other_files(tmp_path, monkeypatch):
     assert doc.title == "Page" and opened == []
 
 
-def test_rst_that_docutils_cannot_structure_is_still_one_document(tmp_path):
+def test_rst_that_docutils_cannot_structure_is_still_one_document(tmp_path, monkeypatch):
     path = tmp_path / "odd.rst"
     path.write_text("Title\n=====\n\nText\n-----\n\nMore\n=====\n\n  Bad\n  ===\n", encoding="utf-8")
     doc = load_document(path)  # inconsistent title styles: docutils reports them, we read on
     assert doc.kind == "rst" and "More" in doc.text and doc.sections
+
+    import docutils.core
+
+    def gives_up(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")  # deeply nested input
+
+    monkeypatch.setattr(docutils.core, "publish_doctree", gives_up)
+    whole = load_document(path)
+    assert (whole.title, headings(whole)) == ("odd", [""]) and whole.text == doc.text
 
 
 def test_markdown_front_matter_names_the_page_and_is_not_text(tmp_path):
