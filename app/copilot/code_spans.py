@@ -91,7 +91,8 @@ _FENCE_SO_FAR = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE_SO_FAR = re.compile(r"(?<!`)(`+)(?!`).*?(?:(?<!`)\1(?!`)|$)", re.M)
 
 
-def prose_so_far(text: str) -> str:
+def prose_so_far(text: str, stand_in: str = " ") -> str:
     """Like `prose`, for an answer still being written: a fence from its first backticks, and an inline
-    span not yet closed, count as code up to the end (of the answer, of its line)."""
-    return _INLINE_SO_FAR.sub(" ", _FENCE_SO_FAR.sub(" ", text))
+    span not yet closed, count as code up to the end (of the answer, of its line). Each piece of code
+    becomes `stand_in`: a word where the sentence must keep a value in its place ("is `8MB` [4].")."""
+    return _INLINE_SO_FAR.sub(stand_in, _FENCE_SO_FAR.sub(stand_in, text))

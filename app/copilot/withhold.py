@@ -90,6 +90,7 @@ _COPULA = r"\b(?:is|are|was|were)\s+"
 _MARKER_AS_VALUE = re.compile(_COPULA + r"(?:\[\d+\]\s*)+(?:[,.;!?]|(?:and|or)\b)")
 _MARKER_AS_VALUE_AT_END = re.compile(_COPULA + r"(?:\[\d+\]\s*)+\Z")
 _MARKER_AS_VALUE_TAIL = re.compile(_COPULA + r"(\[[\d\[\]\s]*(?:an?|o)?)\Z")  # still undecided: held back
+_CODE = " code "  # stands in for code in the prose: "is `8MB` [4]." gives its value, then cites
 MARKER_AS_VALUE = (
     f'{WITHHELD} wrote a source number where a value belongs ("is [4]"), so it is not shown. '
     "Check the sources listed below."
@@ -374,7 +375,7 @@ class CitationGuard:
         if not self._numbers:
             return delta
         self._text += delta
-        prose = prose_so_far(self._text)
+        prose = prose_so_far(self._text, _CODE)
         if _TEMPLATE.search(prose):
             self.notice = PLACEHOLDER
         elif _MARKER_AS_VALUE.search(prose):
@@ -394,7 +395,7 @@ class CitationGuard:
         """The answer ended: the held-back rest, or '' and the UNCITED notice when it cited no passage."""
         if not self._numbers or self.notice:
             return ""
-        if _MARKER_AS_VALUE_AT_END.search(prose_so_far(self._text)):
+        if _MARKER_AS_VALUE_AT_END.search(prose_so_far(self._text, _CODE)):
             self.notice = MARKER_AS_VALUE
             return ""
         if not self.cited:

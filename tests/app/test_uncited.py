@@ -78,6 +78,8 @@ def test_a_source_number_written_as_the_value_trips_the_guard_before_it_shows(pi
         "[1] This is described in [2], and the limit is 10 [3].",
         "[1] Drain it [2]. It is [3] a safe way to stop new jobs.",
         "[1] Set `x is [2].` in the config [3].",  # code, not prose
+        "[2] Report it to the SSO: the address is `security@northgrid.example.org` [2].",  # the value is code
+        "[1] The default chunk size is ``8MB`` [3], the largest is `5GB`.",  # rst's double backticks
     ],
 )
 def test_a_marker_that_cites_a_statement_after_is_is_shown(text):
