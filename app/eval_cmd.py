@@ -19,7 +19,7 @@ from typing import Any
 
 from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, CopilotOptions
-from app.eval.questions import read_questions
+from app.eval.questions import ignored_fields, read_questions
 from app.eval.report import summary_line, write_report
 from app.eval.results import RESULTS_NAME, ResultsFile
 from app.eval.runner import evaluate_question
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, copilot_factory: Callable[[CopilotOptions, boo
     if args.limit is not None and args.limit < 1:
         raise SpecragError(f"--limit must be at least 1, got {args.limit}")
     questions, skipped = read_questions(args.questions, args.limit)
-    for message in skipped:
+    for message in [*skipped, *filter(None, [ignored_fields(args.questions)])]:
         print(f"specrag: {message}", file=sys.stderr)
     if not questions:
         why = f"all {len(skipped)} rows were skipped (above)" if skipped else "the file holds no rows"

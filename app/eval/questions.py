@@ -4,8 +4,9 @@ One JSON object per line, in one of two shapes (detected per row):
 - ours: `id`, `question`, optional `reference_answer` (str) or `reference_answers` (list),
   `answer_keywords` (list: phrases a correct answer must contain), `gold_sources` (list of
   file names or paths; `[]` marks a question the corpus cannot answer; `gold` is read as an
-  alias, as in corpora/slurm/questions.jsonl), `kind` (str). `answer_hint` (str) is kept for
-  display only. Other fields are ignored.
+  alias, as in corpora/slurm/questions.jsonl), `unanswerable` (bool; true is the same as
+  `gold_sources: []`), `kind` (str). `answer_hint` (str) is kept for display only. Other fields
+  are ignored, and `ignored_fields` names them, so that a misspelt one is not silently unscored.
 - Spec-Bench (`turns` present): read by `app.copilot.prompting.spec_bench_row`; its passages
   are the chunks of the first turn (no retrieval), its `reference` alternatives are the
   reference answers and `category` is the kind.
@@ -25,6 +26,7 @@ from core.errors import SpecragError
 
 _LISTS = ("reference_answers", "answer_keywords", "gold_sources", "gold")
 _STRINGS = ("reference_answer", "kind", "answer_hint")
+_KNOWN = {"id", "question", "unanswerable", *_LISTS, *_STRINGS}
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,24 @@ def read_questions(path: str | Path, limit: int | None = None) -> tuple[list[Que
     return questions, skipped
 
 
+def ignored_fields(path: str | Path) -> str | None:
+    """A note naming the fields of `path`'s rows that the eval does not read (with their row counts), or
+    None. Spec-Bench rows are left out: they have their own shape."""
+    counts: dict[str, int] = {}
+    for line in read_lines(path):
+        try:
+            raw = json_object(line) if line.strip() else {}
+        except RowError:
+            continue  # reported as a skipped row
+        if "turns" not in raw:
+            for name in raw.keys() - _KNOWN:
+                counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return None
+    named = ", ".join(f"{name!r} ({n} row{'s' if n > 1 else ''})" for name, n in sorted(counts.items()))
+    return f"{path}: ignored fields {named}; the eval reads {', '.join(sorted(_KNOWN))}"
+
+
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a questions file; one that cannot be read is a SpecragError naming it."""
     try:
@@ -108,12 +128,18 @@ def _ours(raw: dict, number: int) -> Question:
         value = raw.get(name)
         if name in raw and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise RowError(f"field {name!r} must be a list of strings")
+    if "unanswerable" in raw and not isinstance(raw["unanswerable"], bool):
+        raise RowError(f"field 'unanswerable' must be true or false, got {json.dumps(raw['unanswerable'])}")
     question = raw.get("question")
     if not isinstance(question, str) or not question.strip():
         raise RowError("missing or empty 'question'")
     references = [raw["reference_answer"]] if raw.get("reference_answer") else []
     references += raw.get("reference_answers", [])
     gold = raw.get("gold_sources", raw.get("gold"))
+    if raw.get("unanswerable"):
+        if gold:
+            raise RowError("'unanswerable' is true but 'gold_sources' names sources that answer it")
+        gold = []
     return Question(
         id=_row_id(raw),
         question=question.strip(),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.eval.questions import read_questions
+from app.eval.questions import ignored_fields, read_questions
 from core.errors import SpecragError
 
 SPEC_BENCH = Path("/work/shared/benchmarks/spec_bench/rag.jsonl")
@@ -132,3 +132,24 @@ def test_every_bundled_question_set_reads_whole(path):
             assert not question.keywords, question.id
         else:
             assert question.gold_sources, question.id
+
+
+def test_unanswerable_true_is_an_empty_gold_list_and_a_misspelt_field_is_named(tmp_path):
+    path = write(
+        tmp_path,
+        [
+            {"id": "a", "question": "What does S3 cost per GB?", "unanswerable": True},
+            {"id": "b", "question": "Exit code 130?", "unanswerable": False, "answer_keyword": ["Ctrl-C"]},
+            {"id": "c", "question": "Both?", "unanswerable": True, "gold_sources": ["x.rst"]},
+            {"id": "d", "question": "Yes?", "unanswerable": "yes"},
+        ],
+    )
+    questions, skipped = read_questions(path)
+    assert [(q.id, q.unanswerable, q.gold_sources) for q in questions] == [("a", True, ()), ("b", False, None)]
+    assert [message.split(": skipped: ")[1] for message in skipped] == [
+        "'unanswerable' is true but 'gold_sources' names sources that answer it",
+        "field 'unanswerable' must be true or false, got \"yes\"",
+    ]
+    note = ignored_fields(path)
+    assert note.startswith(f"{path}: ignored fields 'answer_keyword' (1 row);") and "answer_keywords" in note
+    assert ignored_fields(SLURM) is None and ignored_fields(SPEC_BENCH) is None
