@@ -196,7 +196,7 @@ def read_markdown(path: Path, data: bytes) -> Document:
         tokens = MarkdownIt("commonmark").parse(text)
     else:
         body, title = lines[tokens[0].map[1]], meta.get("title")
-        meta_title = " ".join(title.split()) or None if isinstance(title, str) else None
+        meta_title = _one_line(title) or None if isinstance(title, str) else None
     headings = [
         Heading(int(tok.tag[1:]), tokens[i + 1].content.strip(), lines[tok.map[0]], lines[tok.map[1]])
         for i, tok in enumerate(tokens)
