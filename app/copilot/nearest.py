@@ -14,6 +14,7 @@ MIN_RATIO. It is a pointer for a person to read, never a correction of the answe
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 
 from app.copilot.code_spans import WORD_EDGES, options
@@ -58,14 +59,19 @@ def _window(words: list[str]) -> str:
     for word in words:
         kept.append(word.lstrip(WORD_EDGES) if not kept else word)
         ends = word[-1:]
-        if ends in ".;,)" or (ends in "`'\"" and " ".join(kept).count(ends) % 2):
+        if ends in ".;,)" or (ends in "`'\"" and _quotes(" ".join(kept), ends) % 2):
             break
     text, before = " ".join(kept), ""
     while text != before:  # peel punctuation, and quotes or parentheses the window cut in half
         before = text = text.strip(".,;:")
         for quote in "`'\"":
-            if text.count(quote) % 2:
+            if _quotes(text, quote) % 2:
                 text = text.strip(quote)
         if text.count("(") != text.count(")"):
             text = text.strip("()")
     return text
+
+
+def _quotes(text: str, quote: str) -> int:
+    """How many quote marks `text` has; a run of backticks is one (rst's ``literal``)."""
+    return len(re.findall(r"`+", text)) if quote == "`" else text.count(quote)

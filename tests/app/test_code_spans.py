@@ -35,3 +35,10 @@ def test_a_line_still_being_written_has_its_last_span_open():
     assert texts("Set ``", True) == [("", False)]
     assert texts("and `` empty spans", True) == []  # literal backticks, not a span starting with a space
     assert texts("and `` empty spans", False) == texts("a ``b", False) == []  # a finished line: never closed
+
+
+def test_the_nearest_source_command_in_a_double_backtick_literal_is_shown_without_its_backticks():
+    passages = ["Run ``aws s3 cp localdir s3://bucket/ --recursive`` to copy a folder."]
+    items = {i.text: i for i in check_grounding("```\naws s3 cp localdir s3://bucket/ --part-size 16MB\n```", passages)}
+    item = items["aws s3 cp localdir s3://bucket/ --part-size 16MB"]
+    assert not item.found and (item.nearest, item.nearest_source) == ("aws s3 cp localdir s3://bucket/ --recursive", 1)
