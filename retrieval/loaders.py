@@ -33,6 +33,7 @@ KINDS = {
     ".html": "html",
     ".htm": "html",
     ".pdf": "pdf",
+    ".docx": "docx",
 }
 # Bump a kind's revision when its reader's text changes: the next ingest reads indexed files of
 # that kind again, as if they had changed (2: html keeps the lines of <pre> blocks; 3: a blank line
@@ -46,6 +47,7 @@ KINDS = {
 # matter is metadata (its `title` names the page), not a heading and not text.
 READER_REVISIONS = {"html": 7, "markdown": 2}
 DEFAULT_MAX_BYTES = 20 * 2**20
+DOCX_MAX_UNPACKED = 256 * 2**20  # a .docx is a zip: one that would unpack to more is skipped, not inflated
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
 SNIFF_BYTES = 8192
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -629,6 +631,52 @@ def read_pdf(path: Path, data: bytes) -> Document:
     return Document(str(path), title, "\n\n".join(parts), tuple(sections), "pdf")
 
 
+def read_docx(path: Path, data: bytes) -> Document:
+    """A Word document's paragraphs and tables in their order (python-docx). Paragraphs styled Title or
+    Heading n are headings: the first Title or Heading 1 names the page, else the document's title
+    property. A list item gets a `- `; a table row becomes its cells joined by ` | `."""
+    import zipfile
+
+    import docx
+    from docx.opc.exceptions import OpcError
+    from docx.table import Table
+
+    try:
+        unpacked = sum(member.file_size for member in zipfile.ZipFile(io.BytesIO(data)).infolist())
+        if unpacked > DOCX_MAX_UNPACKED:
+            raise SkipFile(f"unpacks to {unpacked / 2**20:.0f} MiB (the limit is {DOCX_MAX_UNPACKED / 2**20:.0f} MiB)")
+        word = docx.Document(io.BytesIO(data))
+        blocks = list(word.iter_inner_content())
+    except (zipfile.BadZipFile, OpcError, KeyError, ValueError, TypeError) as err:  # not a .docx, or damaged
+        raise SkipFile(f"broken Word document ({type(err).__name__}: {err})") from err
+    parts, headings, offset = [], [], 0
+    for block in blocks:
+        level = None
+        if isinstance(block, Table):
+            rows = [list(dict.fromkeys(_one_line(cell.text) for cell in row.cells)) for row in block.rows]
+            text = "\n".join(" | ".join(cells) for cells in rows)  # a merged cell is listed once
+        else:
+            style = block.style.name if block.style is not None else ""
+            level = 0 if style == "Title" else _heading_level(style)
+            text = f"- {block.text}" if style.startswith("List") and level is None else block.text
+        if not text.strip():
+            continue
+        if level is not None:
+            headings.append(Heading(level, _one_line(text), offset, offset + len(text) + 2))
+        parts.append(text)
+        offset += len(text) + 2
+    text = "\n\n".join(parts)
+    named = next((h.title for h in headings if h.level <= 1), "") or (word.core_properties.title or "").strip()
+    title = named or path.stem
+    return Document(str(path), title, text, sections_from_headings(text, headings, title), "docx")
+
+
+def _heading_level(style: str) -> int | None:
+    """n for Word's built-in `Heading n` styles, else None."""
+    match = re.fullmatch(r"Heading (\d)", style)
+    return int(match.group(1)) if match else None
+
+
 def _pdf_pages(data: bytes) -> tuple[list[str], str]:
     from pypdf import PdfReader
 
@@ -654,4 +702,5 @@ READERS: dict[str, Callable[[Path, bytes], Document]] = {
     "rst": read_rst,
     "html": read_html,
     "pdf": read_pdf,
+    "docx": read_docx,
 }

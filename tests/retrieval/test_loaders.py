@@ -121,6 +121,46 @@ def test_rst_that_docutils_cannot_structure_is_still_one_document(tmp_path, monk
     assert (whole.title, headings(whole)) == ("odd", [""]) and whole.text == doc.text
 
 
+def test_docx_headings_lists_and_tables_in_document_order(tmp_path):
+    import docx
+
+    word = docx.Document()
+    word.core_properties.title = "a property nobody updated"
+    word.add_heading("Restarting the GridFTP door", 0)  # the Title style
+    word.add_paragraph("Use this page when transfers hang.")
+    word.add_heading("Check the door", 1)
+    word.add_paragraph("Run dcache status on se01.", style="List Bullet")
+    table = word.add_table(rows=2, cols=2)
+    for (row, col), text in {(0, 0): "Symptom", (0, 1): "Action", (1, 0): "hung", (1, 1): "restart"}.items():
+        table.cell(row, col).text = text
+    word.add_heading("Restart it", 2)
+    word.add_paragraph("dcache restart gridftp-se01Domain")
+    word.save(tmp_path / "door.docx")
+    doc = load_document(tmp_path / "door.docx")
+    assert (doc.kind, doc.title) == ("docx", "Restarting the GridFTP door")
+    assert headings(doc) == ["", "Check the door", "Check the door > Restart it"]
+    assert (
+        doc.section_text(doc.sections[1]).strip() == "- Run dcache status on se01.\n\nSymptom | Action\nhung | restart"
+    )
+    assert doc.section_text(doc.sections[2]).strip() == "dcache restart gridftp-se01Domain"
+
+
+def test_a_broken_or_inflating_docx_is_skipped(tmp_path, monkeypatch):
+    import zipfile
+
+    from retrieval import loaders
+
+    (tmp_path / "notes.docx").write_bytes(b"PK\x03\x04 not really a zip")
+    with zipfile.ZipFile(tmp_path / "other.docx", "w") as archive:
+        archive.writestr("readme.txt", "a zip, but no Word document inside")
+    with zipfile.ZipFile(tmp_path / "bomb.docx", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", "<w/>" + " " * 4096)
+    monkeypatch.setattr(loaders, "DOCX_MAX_UNPACKED", 1024)
+    for name, why in (("notes", "broken Word document"), ("other", "broken Word document"), ("bomb", "unpacks to")):
+        with pytest.raises(SkipFile, match=why):
+            load_document(tmp_path / f"{name}.docx")
+
+
 def test_markdown_front_matter_names_the_page_and_is_not_text(tmp_path):
     path = tmp_path / "gridftp.md"
     path.write_text(
