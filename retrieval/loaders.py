@@ -183,38 +183,49 @@ def read_text(path: Path, data: bytes) -> Document:
 
 
 def read_markdown(path: Path, data: bytes) -> Document:
-    """Sections from CommonMark headings. YAML front matter (Hugo, Jekyll, Docusaurus, MkDocs pages) is
-    left out of the text, and its `title` names the page; without one the first H1 does. A page that
-    only opens with a rule (`---`) keeps its text: front matter must be a YAML mapping."""
+    """Sections from CommonMark headings. Front matter (YAML between `---` lines: Jekyll, Docusaurus,
+    MkDocs, Hugo; TOML between `+++` lines: Hugo) is left out of the text, and its `title` names the
+    page; without one the first H1 does. A page that only opens with a rule (`---`) keeps its text:
+    front matter must be a mapping."""
     from markdown_it import MarkdownIt
     from mdit_py_plugins.front_matter import front_matter_plugin
 
     text = decode_text(data)
     tokens = MarkdownIt("commonmark").use(front_matter_plugin).parse(text)
     lines = line_starts(text)
-    body, meta_title = 0, None
-    meta = front_matter(tokens[0].content) if tokens and tokens[0].type == "front_matter" and tokens[0].map else None
-    if meta is None:
-        tokens = MarkdownIt("commonmark").parse(text)
-    else:
-        body, title = lines[tokens[0].map[1]], meta.get("title")
-        meta_title = _one_line(title) or None if isinstance(title, str) else None
+    body, meta = 0, None
+    if tokens and tokens[0].type == "front_matter" and tokens[0].map:
+        meta = front_matter(tokens[0].content, "yaml")
+        if meta is None:
+            tokens = MarkdownIt("commonmark").parse(text)
+        else:
+            body = lines[tokens[0].map[1]]
+    elif toml := _TOML_FRONT_MATTER.match(text):
+        meta = front_matter(toml.group(1), "toml")
+        body = toml.end() if meta is not None else 0
     headings = [
         Heading(int(tok.tag[1:]), tokens[i + 1].content.strip(), lines[tok.map[0]], lines[tok.map[1]])
         for i, tok in enumerate(tokens)
-        if tok.type == "heading_open" and tok.map
+        if tok.type == "heading_open" and tok.map and lines[tok.map[0]] >= body  # a TOML `# comment` is none
     ]
-    title = meta_title or next((h.title for h in headings if h.level == 1 and h.title), path.stem)
+    title = (meta or {}).get("title")
+    named = _one_line(title) if isinstance(title, str) else ""
+    title = named or next((h.title for h in headings if h.level == 1 and h.title), path.stem)
     return Document(str(path), title, text, sections_from_headings(text, headings, title, body), "markdown")
 
 
-def front_matter(block: str) -> dict | None:
-    """A front matter block's fields, or None when it is not a YAML mapping."""
+_TOML_FRONT_MATTER = re.compile(r"\+\+\+[ \t]*\r?\n(.*?)^\+\+\+[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+
+
+def front_matter(block: str, language: str) -> dict | None:
+    """A front matter block's fields, or None when it is not a mapping in `language` (yaml or toml)."""
+    import tomllib
+
     import yaml
 
     try:
-        fields = yaml.safe_load(block)
-    except yaml.YAMLError:
+        fields = yaml.safe_load(block) if language == "yaml" else tomllib.loads(block)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError):
         return None
     return fields if isinstance(fields, dict) else None
 

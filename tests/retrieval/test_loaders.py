@@ -175,6 +175,21 @@ def test_markdown_front_matter_names_the_page_and_is_not_text(tmp_path):
     assert doc.section_text(doc.sections[0]).strip() == "Use this page when transfers fail."
 
 
+def test_markdown_toml_front_matter_of_hugo_names_the_page_and_its_comments_are_no_headings(tmp_path):
+    path = tmp_path / "drain.md"
+    path.write_text(
+        '+++\n# a TOML comment\ntitle = "Draining worker nodes"\n[params]\n  owner = "ops"\n+++\n\n'
+        "Intro.\n\n## Steps\n\nRun condor_drain.\n",
+        encoding="utf-8",
+    )
+    doc = load_document(path)
+    assert doc.title == "Draining worker nodes"
+    assert headings(doc) == ["", "Steps"] and doc.section_text(doc.sections[0]).strip() == "Intro."
+    broken = tmp_path / "plus.md"
+    broken.write_text("+++\nnot = [toml\n+++\n\n# Real title\n\nBody.\n", encoding="utf-8")
+    assert "not = [toml" in load_document(broken).section_text(load_document(broken).sections[0])  # kept as text
+
+
 def test_markdown_opening_with_a_rule_keeps_its_text(tmp_path):
     path = tmp_path / "intro.md"
     path.write_text("---\nRead this first\n---\n\nIt matters.\n\n# Intro\n\nBody.\n", encoding="utf-8")
