@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 KINDS = {
     ".md": "markdown",
     ".markdown": "markdown",
+    ".mdx": "markdown",  # Docusaurus pages: Markdown with JSX, read as Markdown
     ".txt": "text",
     ".rst": "rst",
     ".rest": "rst",

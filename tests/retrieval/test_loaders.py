@@ -261,7 +261,8 @@ def test_pdf_keeps_page_numbers_and_metadata_title(tmp_path, pdf_maker):
 
 def test_kind_of_is_by_extension_case_insensitive():
     assert kind_of(Path("a/B.HTML")) == "html"
-    assert kind_of(Path("x.Md")) == "markdown"
+    assert kind_of(Path("x.Md")) == "markdown" == kind_of(Path("docs/intro.mdx"))
+    assert (kind_of(Path("guide.rest")), kind_of(Path("Runbook.DOCX"))) == ("rst", "docx")
     assert kind_of(Path("image.png")) is None
 
 
