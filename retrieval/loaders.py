@@ -8,6 +8,7 @@ point back to where it came from.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import re
@@ -44,9 +45,9 @@ KINDS = {
 # the first of several entries of its name is text too, and a permalink mark is dropped,
 # `_keep_headings_and_terms`; 6: definition-list entries are located, so a chunk that goes on with an
 # entry's description is labelled with its term, `_entries`; 7: where an entry's description starts, so
-# a chunk of nothing but its term joins the next, `chunking.with_terms_joined`). Markdown 2: YAML front
-# matter is metadata (its `title` names the page), not a heading and not text.
-READER_REVISIONS = {"html": 7, "markdown": 2}
+# a chunk of nothing but its term joins the next, `chunking.with_terms_joined`). Markdown 2: front matter
+# is metadata (its `title` names the page), not a heading and not text. PDF 2: bookmarks name the pages.
+READER_REVISIONS = {"html": 7, "markdown": 2, "pdf": 2}
 DEFAULT_MAX_BYTES = 20 * 2**20
 DOCX_MAX_UNPACKED = 256 * 2**20  # a .docx is a zip: one that would unpack to more is skipped, not inflated
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
@@ -629,18 +630,44 @@ def _level(rend: str | None) -> int:
 
 
 def read_pdf(path: Path, data: bytes) -> Document:
-    """One section per page; the page number is kept in each section."""
+    """One section per page; the page number is kept in each section. Where the PDF has bookmarks (a
+    manual's outline), a page's section is named by the trail of the latest ones that start on or
+    before it, so its chunks carry "Chapter > Section" as other formats' do."""
     if b"%PDF-" not in data[:1024]:
         raise SkipFile("not a PDF file (no %PDF- header)")
-    pages, meta_title = _pdf_pages(data)
-    sections, parts, offset = [], [], 0
+    pages, meta_title, outline = _pdf_pages(data)
+    title = meta_title or path.stem
+    sections, parts, offset, trail, marks = [], [], 0, [], iter(sorted(outline, key=lambda mark: mark[0]))
+    mark = next(marks, None)
     for number, page_text in enumerate(pages, start=1):
+        while mark is not None and mark[0] < number:  # bookmarks on this page or before it
+            trail = [kept for kept in trail if kept[1] < mark[1]] + [mark]
+            mark = next(marks, None)
         if page_text.strip():
-            sections.append(Section("", offset, offset + len(page_text), page=number))
+            name = " > ".join(t for _, _, t in trail if t and t != title)
+            sections.append(Section(name, offset, offset + len(page_text), page=number))
             parts.append(page_text)
             offset += len(page_text) + 2
-    title = meta_title or path.stem
     return Document(str(path), title, "\n\n".join(parts), tuple(sections), "pdf")
+
+
+def _pdf_outline(reader) -> list[tuple[int, int, str]]:
+    """(0-based page, nesting level, title) of each bookmark in outline order; a broken one is left out."""
+    marks: list[tuple[int, int, str]] = []
+
+    def walk(items: list, level: int) -> None:
+        for item in items:
+            if isinstance(item, list):  # the children of the item before it
+                walk(item, level + 1)
+                continue
+            with contextlib.suppress(Exception):  # pypdf raises many types on damaged destinations
+                page = reader.get_destination_page_number(item)
+                if page is not None and page >= 0 and _one_line(str(item.title or "")):
+                    marks.append((page, level, _one_line(str(item.title))))
+
+    with contextlib.suppress(Exception):
+        walk(reader.outline, 1)
+    return marks
 
 
 def read_docx(path: Path, data: bytes) -> Document:
@@ -689,7 +716,7 @@ def _heading_level(style: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _pdf_pages(data: bytes) -> tuple[list[str], str]:
+def _pdf_pages(data: bytes) -> tuple[list[str], str, list[tuple[int, int, str]]]:
     from pypdf import PdfReader
 
     logging.getLogger("pypdf").setLevel(logging.CRITICAL)
@@ -699,13 +726,14 @@ def _pdf_pages(data: bytes) -> tuple[list[str], str]:
             raise SkipFile("encrypted PDF")
         pages = [page.extract_text() or "" for page in reader.pages]
         meta_title = reader.metadata.title if reader.metadata else None
+        outline = _pdf_outline(reader)
     except SkipFile:
         raise
     except Exception as err:  # pypdf raises many types on damaged files; all mean "skip it"
         raise SkipFile(f"broken PDF ({type(err).__name__}: {err})") from err
     if not any(p.strip() for p in pages):
         raise SkipFile("PDF has no extractable text (scanned images?)")
-    return pages, (meta_title or "").strip() if isinstance(meta_title, str) else ""
+    return pages, (meta_title or "").strip() if isinstance(meta_title, str) else "", outline
 
 
 READERS: dict[str, Callable[[Path, bytes], Document]] = {

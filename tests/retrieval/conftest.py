@@ -33,8 +33,11 @@ def minilm():
     return Embedder.load()
 
 
-def make_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
-    """A small text PDF (Helvetica, one line per page) written with pypdf's public API."""
+def make_pdf(
+    path: Path, pages: list[str], title: str | None = None, outline: list[tuple[str, int, int | None]] = ()
+) -> Path:
+    """A small text PDF (Helvetica, one line per page) written with pypdf's public API; `outline` adds
+    bookmarks (title, 0-based page, index of the parent bookmark or None)."""
     from pypdf import PdfWriter
     from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
@@ -56,6 +59,9 @@ def make_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
         page.replace_contents(stream)
     if title:
         writer.add_metadata({"/Title": title})
+    marks = []
+    for text, page, parent in outline:
+        marks.append(writer.add_outline_item(text, page, parent=None if parent is None else marks[parent]))
     writer.write(path)
     return path
 

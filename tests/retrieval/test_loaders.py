@@ -251,6 +251,17 @@ def test_html_without_h1_falls_back_to_the_page_title(tmp_path):
     assert "logical sets" in doc.text
 
 
+def test_pdf_bookmarks_name_the_sections_of_the_pages_they_start_on_and_after(tmp_path, pdf_maker):
+    outline = [("Storage manual", 0, None), ("Pools", 1, 0), ("Draining a pool", 2, 1), ("Doors", 3, 0)]
+    pages = ["Introduction", "Pools hold the data", "Run drain pool7", "Doors serve clients", "More on doors"]
+    pdf = pdf_maker(tmp_path / "manual.pdf", pages, title="Storage manual", outline=outline)
+    doc = load_document(pdf)
+    assert headings(doc) == ["", "Pools", "Pools > Draining a pool", "Doors", "Doors"]
+    assert [s.page for s in doc.sections] == [1, 2, 3, 4, 5]
+    plain = load_document(pdf_maker(tmp_path / "plain.pdf", pages))
+    assert headings(plain) == [""] * 5  # no bookmarks: pages only, as before
+
+
 def test_pdf_keeps_page_numbers_and_metadata_title(tmp_path, pdf_maker):
     path = pdf_maker(tmp_path / "manual.pdf", ["First page about sinfo.", "", "Third page about squeue."], "Ops Manual")
     doc = load_document(path)
