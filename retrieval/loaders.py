@@ -227,7 +227,7 @@ def front_matter(block: str, language: str) -> dict | None:
 
     try:
         fields = yaml.safe_load(block) if language == "yaml" else tomllib.loads(block)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError):
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, RecursionError):  # not front matter: read as text
         return None
     return fields if isinstance(fields, dict) else None
 
@@ -677,19 +677,30 @@ def read_docx(path: Path, data: bytes) -> Document:
     import zipfile
 
     import docx
-    from docx.opc.exceptions import OpcError
-    from docx.table import Table
 
     try:
         unpacked = sum(member.file_size for member in zipfile.ZipFile(io.BytesIO(data)).infolist())
         if unpacked > DOCX_MAX_UNPACKED:
             raise SkipFile(f"unpacks to {unpacked / 2**20:.0f} MiB (the limit is {DOCX_MAX_UNPACKED / 2**20:.0f} MiB)")
         word = docx.Document(io.BytesIO(data))
-        blocks = list(word.iter_inner_content())
-    except (zipfile.BadZipFile, OpcError, KeyError, ValueError, TypeError) as err:  # not a .docx, or damaged
+        parts, headings = _docx_blocks(word)
+        core_title = (word.core_properties.title or "").strip()
+    except SkipFile:
+        raise
+    except Exception as err:  # python-docx raises many types on a damaged file or one that is no .docx
         raise SkipFile(f"broken Word document ({type(err).__name__}: {err})") from err
+    text = "\n\n".join(parts)
+    title = next((h.title for h in headings if h.level <= 1), "") or core_title or path.stem
+    return Document(str(path), title, text, sections_from_headings(text, headings, title), "docx")
+
+
+def _docx_blocks(word) -> tuple[list[str], list[Heading]]:
+    """The text of each non-empty paragraph and table, and the headings among them (offsets into the
+    blocks joined by blank lines)."""
+    from docx.table import Table
+
     parts, headings, offset = [], [], 0
-    for block in blocks:
+    for block in word.iter_inner_content():
         level = None
         if isinstance(block, Table):
             rows = [list(dict.fromkeys(_one_line(cell.text) for cell in row.cells)) for row in block.rows]
@@ -704,10 +715,7 @@ def read_docx(path: Path, data: bytes) -> Document:
             headings.append(Heading(level, _one_line(text), offset, offset + len(text) + 2))
         parts.append(text)
         offset += len(text) + 2
-    text = "\n\n".join(parts)
-    named = next((h.title for h in headings if h.level <= 1), "") or (word.core_properties.title or "").strip()
-    title = named or path.stem
-    return Document(str(path), title, text, sections_from_headings(text, headings, title), "docx")
+    return parts, headings
 
 
 def _heading_level(style: str) -> int | None:

@@ -159,6 +159,17 @@ def test_a_broken_or_inflating_docx_is_skipped(tmp_path, monkeypatch):
     for name, why in (("notes", "broken Word document"), ("other", "broken Word document"), ("bomb", "unpacks to")):
         with pytest.raises(SkipFile, match=why):
             load_document(tmp_path / f"{name}.docx")
+    monkeypatch.undo()
+
+    def damaged(word):
+        raise AttributeError("'NoneType' object has no attribute 'name'")  # a part python-docx cannot walk
+
+    import docx
+
+    docx.Document().save(tmp_path / "walk.docx")
+    monkeypatch.setattr(loaders, "_docx_blocks", damaged)
+    with pytest.raises(SkipFile, match=r"broken Word document \(AttributeError"):
+        load_document(tmp_path / "walk.docx")  # skipped with its reason, never an ingest-stopping error
 
 
 def test_markdown_front_matter_names_the_page_and_is_not_text(tmp_path):
