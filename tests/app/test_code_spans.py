@@ -42,3 +42,15 @@ def test_the_nearest_source_command_in_a_double_backtick_literal_is_shown_withou
     items = {i.text: i for i in check_grounding("```\naws s3 cp localdir s3://bucket/ --part-size 16MB\n```", passages)}
     item = items["aws s3 cp localdir s3://bucket/ --part-size 16MB"]
     assert not item.found and (item.nearest, item.nearest_source) == ("aws s3 cp localdir s3://bucket/ --recursive", 1)
+
+
+def test_the_scanner_and_the_pattern_agree_on_every_closed_span():
+    import random
+
+    from app.copilot.code_spans import INLINE
+
+    draw = random.Random(47)
+    for _ in range(3000):
+        line = "".join(draw.choice("``a b") for _ in range(draw.randint(0, 14)))
+        by_pattern = [(m.start("code"), m.end("code")) for m in INLINE.finditer(line)]
+        assert by_pattern == [(s.start, s.end) for s in line_spans(line) if s.closed], line
