@@ -86,13 +86,22 @@ def prose(text: str) -> str:
     return INLINE.sub(" ", without_fences(text))
 
 
-# an answer still streaming: a fence mark or an inline span may be open, its newline or closing mark not yet written
+# an answer still streaming: a fence mark may be open, its newline or closing mark not yet written
 _FENCE_SO_FAR = re.compile(r"```.*?(?:```|\Z)", re.S)
-_INLINE_SO_FAR = re.compile(r"(?<!`)(`+)(?!`).*?(?:(?<!`)\1(?!`)|$)", re.M)
 
 
 def prose_so_far(text: str, stand_in: str = " ") -> str:
     """Like `prose`, for an answer still being written: a fence from its first backticks, and an inline
-    span not yet closed, count as code up to the end (of the answer, of its line). Each piece of code
-    becomes `stand_in`: a word where the sentence must keep a value in its place ("is `8MB` [4].")."""
-    return _INLINE_SO_FAR.sub(stand_in, _FENCE_SO_FAR.sub(stand_in, text))
+    span not yet closed (`line_spans`' rule), count as code up to the end (of the answer, of its line).
+    Each piece of code becomes `stand_in`: a word where the sentence must keep a value in its place
+    ("is `8MB` [4].")."""
+    lines = _FENCE_SO_FAR.sub(stand_in, text).split("\n")
+    return "\n".join(_spans_replaced(line, stand_in) for line in lines)
+
+
+def _spans_replaced(line: str, stand_in: str) -> str:
+    out, pos = [], 0
+    for span in line_spans(line, still_open=True):
+        out += [line[pos : span.opening], stand_in]
+        pos = span.closing
+    return "".join([*out, line[pos:]])

@@ -16,6 +16,7 @@ def test_the_text_between_double_backtick_spans_is_prose():
     assert " to a larger value, such as " in prose(RST_ANSWER) and "16MB" not in prose(RST_ANSWER)
     assert prose_so_far("Set ``multipart_chu") == "Set  "  # a span still being written is code
     assert prose_so_far("Set ``a`` to ``b") == "Set   to  "
+    assert prose_so_far("and `` empty spans\nSet `x") == "and `` empty spans\nSet  "  # line_spans' own rule
 
 
 def test_grounding_reads_double_backtick_spans_as_the_code_they_are():
