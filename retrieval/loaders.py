@@ -161,15 +161,30 @@ def sections_from_headings(text: str, headings: Iterable[Heading], title: str, s
     """Cut text at headings; each section is named by its heading trail, minus the document title.
 
     Text before `start` (a page's front matter) belongs to no section."""
-    sections, trail = [], []
-    name = ""
+    sections, trail = [], HeadingTrail(title)
     for head in headings:
-        sections.append(Section(name, start, head.start))
-        trail = [h for h in trail if h.level < head.level] + [head]
-        name = " > ".join(h.title for h in trail if h.title and h.title != title)
+        sections.append(Section(trail.name, start, head.start))
+        trail.enter(head.level, head.title)
         start = head.body_start
-    sections.append(Section(name, start, len(text)))
+    sections.append(Section(trail.name, start, len(text)))
     return tuple(s for s in sections if text[s.start : s.end].strip())
+
+
+class HeadingTrail:
+    """The headings a point of a document lies under, as its section is named: "Parent > Child", without
+    the document's title."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self._heads: list[tuple[int, str]] = []
+
+    def enter(self, level: int, heading: str) -> None:
+        """A heading of `level` starts: it ends the ones at its level or deeper."""
+        self._heads = [head for head in self._heads if head[0] < level] + [(level, heading)]
+
+    @property
+    def name(self) -> str:
+        return " > ".join(heading for _, heading in self._heads if heading and heading != self.title)
 
 
 def line_starts(text: str) -> list[int]:
@@ -637,15 +652,15 @@ def read_pdf(path: Path, data: bytes) -> Document:
         raise SkipFile("not a PDF file (no %PDF- header)")
     pages, meta_title, outline = _pdf_pages(data)
     title = meta_title or path.stem
-    sections, parts, offset, trail, marks = [], [], 0, [], iter(sorted(outline, key=lambda mark: mark[0]))
+    sections, parts, offset, trail = [], [], 0, HeadingTrail(title)
+    marks = iter(sorted(outline, key=lambda mark: mark[0]))
     mark = next(marks, None)
     for number, page_text in enumerate(pages, start=1):
         while mark is not None and mark[0] < number:  # bookmarks on this page or before it
-            trail = [kept for kept in trail if kept[1] < mark[1]] + [mark]
+            trail.enter(mark[1], mark[2])
             mark = next(marks, None)
         if page_text.strip():
-            name = " > ".join(t for _, _, t in trail if t and t != title)
-            sections.append(Section(name, offset, offset + len(page_text), page=number))
+            sections.append(Section(trail.name, offset, offset + len(page_text), page=number))
             parts.append(page_text)
             offset += len(page_text) + 2
     return Document(str(path), title, "\n\n".join(parts), tuple(sections), "pdf")
