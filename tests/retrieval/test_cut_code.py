@@ -1,6 +1,9 @@
-"""A passage cut inside a command or a code block is completed from its section's neighbours."""
+"""A passage cut inside a command or a code block, or cut from the term it describes, is completed from its
+section's neighbours."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from retrieval_fakes import FakeEmbedder, fake_index
@@ -100,6 +103,43 @@ def test_completion_stops_where_the_section_does_not_go_on():
     pieces = cut(open_fence, [12, 24, 36, 48], "long.md")
     grown = completed(pieces[0], Sections(pieces))
     assert grown.chunk_id.count(JOIN) == 2
+
+
+# A man page's definition list as the chunker cuts it: the reboot entry's term and first sentences in one
+# chunk, the rest of its description (from "ASAP).") in the next two, each naming the entry it goes on with
+REBOOT_TERM = "reboot [ASAP] [nextstate={RESUME|DOWN}] {ALL|<NodeList>}"
+COMMANDS = (
+    "- ping\n- Ping the primary and secondary slurmctld daemon.\n\n"
+    f"- {REBOOT_TERM}\n- Reboot the nodes in the system when they become idle. The node is returned to "
+    'service "As Soon As Possible" (i.e. ASAP). "ASAP" also sets the node reason. If "nextstate" is '
+    '"RESUME", the nodes will resume as normal. You must specify either a list of nodes or ALL nodes.\n\n'
+    "- reconfigure\n- Instruct all Slurm daemons to re-read the configuration file.\n"
+)
+
+
+def entry_chunks() -> list[Chunk]:
+    cuts = [COMMANDS.index("ASAP). "), COMMANDS.index("If "), COMMANDS.index("- reconfigure")]
+    chunks = cut(COMMANDS, cuts, "scontrol.html", heading="COMMANDS")
+    entries = ["", REBOOT_TERM, REBOOT_TERM, ""]
+    return [replace(chunk, entry=entry) for chunk, entry in zip(chunks, entries, strict=True)]
+
+
+def test_a_passage_going_on_with_an_entry_takes_in_the_chunk_that_holds_its_term():
+    """Seen on the issue's own question: the reboot entry from "ASAP)." on, without its syntax line."""
+    chunks = entry_chunks()
+    sections = Sections(chunks)
+    whole = completed(chunks[1], sections)
+    assert whole.text.startswith("- ping") and f"- {REBOOT_TERM}\n" in whole.text
+    assert whole.text.endswith("sets the node reason. ")
+    assert whole.chunk_id == f"scontrol.html-0{JOIN}scontrol.html-1" and whole.entry == ""
+    assert joined_text(whole.chunk_id, {c.chunk_id: c for c in chunks}) == whole.text
+    # further down the entry the term is two chunks back: the passage is left as it is
+    assert completed(chunks[2], sections) == chunks[2]
+    # a chunk that holds its own term, or goes on with none, takes nothing in
+    assert completed(chunks[0], sections) == chunks[0] and completed(chunks[3], sections) == chunks[3]
+    # a chunk naming an entry whose term the chunk before does not hold takes nothing in either
+    stray = replace(chunks[1], entry="reboot_nodes <NodeList>")
+    assert completed(stray, Sections([chunks[0], stray])) == stray
 
 
 @pytest.fixture
