@@ -11,9 +11,18 @@ plus the user's own values (a number, a `<placeholder>`, a name from the questio
 Among the likeliest tokens (the `candidates` first, within `max_gap` logits of the top one) the
 best allowed one wins; under sampling all allowed ones keep their probabilities. A special token
 (an empty piece) is never steered to. When no likely token is allowed the row is left as it is:
-the model writes what it would have written, and the grounding check flags it. Prose is never
-touched. The filter is a pure function of the answer so far, so speculative decoding stays
-exactly plain decoding of the filtered model (generation/token_filter.py).
+the model writes what it would have written, and the grounding check flags it.
+
+One exception: a word of the sources that the model has begun and finds no likely way to finish.
+Asked which command shows fair-share values (session 48), it wrote `` `ss ``, was steered from `hr`
+to `ha` (the only likely token going on with a word of the sources, `sshare`), and then nothing
+likely went on with `ssha`: it wrote `ssha -l`. When the unfinished word begins exactly one word of
+the sources and is no word itself, the likeliest token within FINISH_CANDIDATES that goes on with
+that word is taken (`re`, 199th at a gap of 6.7), and the answer reads `sshare -l`, as the source
+does. Where none is that likely the row is left alone, as before. Prose is never touched.
+
+The filter is a pure function of the answer so far, so speculative decoding stays exactly plain
+decoding of the filtered model (generation/token_filter.py).
 """
 
 from __future__ import annotations
@@ -36,6 +45,11 @@ CANDIDATES = 40  # the likeliest tokens searched for an allowed one (a copy is n
 MAX_GAP = math.log(10.0)
 _FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
 _TRIGGERS = "`-\n"  # a token without these cannot start or change a code item in prose
+# How far down the row a token that finishes a begun source word is looked for (see the module's note):
+# such a token is what the model has already committed to, so it is taken however unlikely it looks.
+FINISH_CANDIDATES = 256
+# The word being written at the end of a code item: a name, option, key or value, cut anywhere
+_BEGUN_WORD = re.compile(r"(?:--?)?[A-Za-z0-9_][\w.\-]*$")
 
 
 class CopiedCode:
@@ -52,6 +66,7 @@ class CopiedCode:
         self._pieces: dict[int, str] = {}
         self.steered = 0  # rows where the likeliest token was not allowed and another was taken
         self.left_alone = 0  # rows where no likely token was allowed (what follows is flagged, not steered)
+        self.finished = 0  # rows where no likely token was allowed and a begun source word was finished
 
     def restrict(self, answer_ids: Sequence[int], logits: Logits, greedy: bool) -> Logits:
         text = self.tokenizer.decode(list(answer_ids), skip_special_tokens=True)
@@ -69,6 +84,10 @@ class CopiedCode:
                 if greedy:
                     break
         if not allowed:
+            finishing = None if free else self._finishing(text, logits, top)
+            if finishing is not None:
+                self.finished += 1
+                return arrays.only(logits, [finishing])
             self.left_alone += 1
             return logits  # no plausible token stays grounded: the model writes its own, the check flags it
         if len(allowed) == len(plausible):
@@ -83,6 +102,25 @@ class CopiedCode:
         if free and not any(c in piece for c in _TRIGGERS):
             return True
         return not self.violated(text + piece, len(text))
+
+    def _finishing(self, text: str, logits: Logits, top: int) -> int | None:
+        """The likeliest token that goes on with the one word of the sources that the code item's last,
+        unfinished word begins (None if it begins none, or several, or is a word of its own)."""
+        begun = _BEGUN_WORD.search(text)
+        if begun is None or len(begun.group(0)) < 2:
+            return None
+        stem = begun.group(0)
+        if any(stem in vocabulary for vocabulary in self.sources.vocabularies):
+            return None  # a whole word already: what fails is not this word
+        words = self.sources.completions(stem)
+        if len(words) != 1:
+            return None
+        rest = words.pop()[len(stem) :]
+        for token in arrays.top_indices(logits, FINISH_CANDIDATES):
+            piece = self._piece(token)
+            if piece and rest.startswith(piece) and self._allows(text, token, False, top):
+                return token
+        return None
 
     def _piece(self, token: int) -> str:
         piece = self._pieces.get(token)

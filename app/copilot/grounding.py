@@ -179,6 +179,17 @@ class GroundingSources:
             for vocabulary, ordered in zip(self.vocabularies, self.sorted_vocabularies, strict=True)
         )
 
+    def completions(self, stem: str) -> set[str]:
+        """The passages' words and pieces that start with `stem` and go on past it (`ssha` -> `sshare`)."""
+        found: set[str] = set()
+        for ordered in self.sorted_vocabularies:
+            at = bisect_left(ordered, stem)
+            while at < len(ordered) and ordered[at].startswith(stem):
+                if len(ordered[at]) > len(stem):
+                    found.add(ordered[at])
+                at += 1
+        return found
+
     def _user_value_prefix(self, piece: str) -> bool:
         """Could `piece` grow into a user's value: a number, a placeholder or words of the question
         (`firmware_` may become `firmware_update` for a question about a "firmware update")?"""

@@ -514,6 +514,7 @@ class Copilot:
             "speculation": config.speculation,
             "code_steered": code.steered if code is not None else None,
             "code_left_alone": code.left_alone if code is not None else None,
+            "code_finished": code.finished if code is not None else None,
         }
         rest = cited.feed(guard.flush()) + cited.flush()
         if rest:

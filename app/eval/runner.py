@@ -186,6 +186,7 @@ def speed_record(stats: dict[str, Any]) -> dict[str, Any]:
         "copied_share": stats.get("copied_share"),
         "code_steered": stats.get("code_steered"),  # rows where decoding kept code to the sources
         "code_left_alone": stats.get("code_left_alone"),  # ... and where no likely token could
+        "code_finished": stats.get("code_finished"),  # ... where a begun source word was finished instead
     }
 
 

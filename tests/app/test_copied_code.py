@@ -144,6 +144,33 @@ def test_when_no_likely_token_keeps_the_code_grounded_the_row_is_left_alone(toke
     assert code.restrict(ids, logits, greedy=True) is logits and code.steered == 0 and code.left_alone == 1
 
 
+def test_a_begun_word_of_the_sources_is_finished_when_nothing_likely_goes_on_with_it(tokenizer):
+    """Seen on "which command shows fair-share values": steered to `ssha`, the model had nothing likely
+    that went on with `sshare` and wrote `ssha -l`."""
+    passages = [*PASSAGES, "Run sshare -l (lowercase L) to view the fairshare columns."]
+    code = CopiedCode(tokenizer, passages, QUESTION)
+
+    def next_byte(text: str, wanted: str, unlikely: dict[str, float]) -> str:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        logits = torch.zeros(len(tokenizer))
+        logits[tokenizer.convert_tokens_to_ids(wanted)] = 10.0
+        for char, logit in unlikely.items():
+            logits[tokenizer.convert_tokens_to_ids(char)] = logit
+        return tokenizer.decode([int(code.restrict(ids, logits, greedy=True).argmax())])
+
+    # the model wants to close the span (or go on with " -l"), `r` is 7 logits down: sshare is finished
+    assert next_byte("Run `ssha", "`", {"r": 3.0}) == "r"
+    assert next_byte("Run `sshar", "Ġ", {"e": 1.0}) == "e"
+    assert code.finished == 2 and code.steered == 0
+    assert next_byte("Run `sshare", "Ġ", {}) == " "  # the source's `sshare -l` goes on: left to the model
+    # nothing is forced where the begun word is one of the sources' own, begins several, or begins none
+    assert next_byte("Run `squeue", "x", {"Ġ": 1.0}) == "x"  # squeue is a word: what fails is not it
+    assert next_byte("Run `s", "x", {"b": 1.0}) == "x"  # sbatch, scontrol, sshare, squeue ...
+    assert next_byte("Run `zzz", "z", {}) == "z"
+    assert next_byte("ssha is what I typed", "x", {"r": 3.0}) == "x"  # prose is never touched
+    assert code.finished == 2 and code.left_alone == 3
+
+
 @pytest.fixture
 def copilot(tiny_engine):
     from copilot_fakes import FakeRetriever
@@ -169,6 +196,7 @@ def test_the_pipeline_decodes_through_the_filter_unless_asked_not_to(copilot, mo
     assert seen[0].sources.question == QUESTION and "ASAP" in seen[0].sources.haystack
     assert on.stats["code_steered"] == seen[0].steered and off.stats["code_steered"] is None
     assert on.stats["code_left_alone"] == seen[0].left_alone and off.stats["code_left_alone"] is None
+    assert on.stats["code_finished"] == seen[0].finished and off.stats["code_finished"] is None
 
 
 def test_the_free_code_flag_switches_the_filter_off():
