@@ -5,7 +5,8 @@ look at instead (`--array-task-throttle=4` is not in the sources, `--array=0-15%
 source [1]). Candidates are read from the passage text as the model saw it:
 - for a code or command line, every run of as many words in a passage that starts with
   the line's first word (`scontrol update NodeName=adev13 State=RESUME` for
-  `scontrol update NodeName=adev13 State=IDLE`);
+  `scontrol update NodeName=adev13 State=IDLE`), or, when no passage has that word, with
+  one spelt nearly the same (`sshare -l` for `ssha -l`);
 - for an option (or an inline code span that is one), every `--option` of a passage.
 The closest candidate by difflib's similarity ratio is kept when the ratio reaches
 MIN_RATIO. It is a pointer for a person to read, never a correction of the answer.
@@ -15,29 +16,51 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from app.copilot.code_spans import WORD_EDGES, options
 
 MIN_RATIO = 0.5
+# A command name a letter or two off one of the passages' (`ssha` for `sshare`: 0.8; `ssacctmgr` for
+# `sacctmgr`: 0.94). Shorter names are left alone: a letter off `ls` or `ps` is another command.
+MIN_NAME_RATIO = 0.8
+MIN_NAME_LENGTH = 4
 
 
 def nearest_in_sources(text: str, kind: str, passages: Sequence[str], numbers: Sequence[int]) -> tuple[str, int] | None:
-    """(closest line or option of a passage, that passage's number) for an item not found; None if none is close."""
-    best: tuple[float, str, int] | None = None
-    for passage, number in zip(passages, numbers, strict=True):
-        for candidate in _candidates(text, kind, passage):
-            if candidate == text:
-                continue
-            ratio = difflib.SequenceMatcher(None, text, candidate, autojunk=False).ratio()
-            if ratio >= MIN_RATIO and (best is None or ratio > best[0]):
-                best = (ratio, candidate, number)
-    return (best[1], best[2]) if best else None
+    """(closest line or option of a passage, that passage's number) for an item not found; None if none is close.
+
+    A command line is compared with the passages' lines that start with its command; only when none does,
+    with those whose command is spelt nearly the same (MIN_NAME_RATIO): `ssha -l` and `ssacctmgr add user`
+    are `sshare -l` and `sacctmgr add user` misspelt, and the pointer is what an operator needs then."""
+    for same in (_same_name, _near_name):
+        best: tuple[float, str, int] | None = None
+        for passage, number in zip(passages, numbers, strict=True):
+            for candidate in _candidates(text, kind, passage, same):
+                if candidate == text:
+                    continue
+                ratio = difflib.SequenceMatcher(None, text, candidate, autojunk=False).ratio()
+                if ratio >= MIN_RATIO and (best is None or ratio > best[0]):
+                    best = (ratio, candidate, number)
+        if best:
+            return best[1], best[2]
+    return None
 
 
-def _candidates(text: str, kind: str, passage: str) -> list[str]:
+def _same_name(word: str, name: str) -> bool:
+    return word == name
+
+
+def _near_name(word: str, name: str) -> bool:
+    """A command name misspelt: a letter or two off a word of 4 or more letters."""
+    if word == name or min(len(word), len(name)) < MIN_NAME_LENGTH:
+        return False
+    return difflib.SequenceMatcher(None, word, name, autojunk=False).ratio() >= MIN_NAME_RATIO
+
+
+def _candidates(text: str, kind: str, passage: str, same: Callable[[str, str], bool]) -> list[str]:
     if kind == "option" or (kind == "code" and text.startswith("--") and " " not in text):  # `--opt` inline
-        return options(passage)
+        return options(passage) if same is _same_name else []
     if kind not in ("code", "command"):
         return []
     words = text.split()
@@ -48,7 +71,7 @@ def _candidates(text: str, kind: str, passage: str) -> list[str]:
     return [
         _window(passage_words[i : i + size])
         for i, word in enumerate(passage_words)
-        if word.strip(WORD_EDGES) == first and "›" not in passage_words[i : i + size]  # not a title line
+        if same(word.strip(WORD_EDGES), first) and "›" not in passage_words[i : i + size]  # not a title line
     ]
 
 

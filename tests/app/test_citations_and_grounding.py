@@ -383,6 +383,17 @@ def test_an_item_not_found_points_to_the_closest_line_or_option_a_source_has():
     assert items["--array=0-31"].found and items["--array=0-31"].nearest == ""
 
 
+def test_a_misspelt_command_points_to_the_command_a_source_spells_right():
+    passages = ["Run sshare -l (lowercase L) to view the columns.", "Add one: sacctmgr add user brian account=x; ls -l"]
+    answer = "Use `ssha -l`, then `ssacctmgr add user brian account=x`, `sshare -a` and `lsx -l`."
+    items = {item.text: item for item in check_grounding(answer, passages)}
+    assert (items["ssha -l"].nearest, items["ssha -l"].nearest_source) == ("sshare -l", 1)
+    assert items["ssacctmgr add user brian account=x"].nearest == "sacctmgr add user brian account=x"
+    assert items["ssacctmgr add user brian account=x"].nearest_source == 2
+    # a command the sources spell the same way is compared with its own lines only; a short name never fuzzily
+    assert items["sshare -a"].nearest == "sshare -l" and items["lsx -l"].nearest == ""
+
+
 def test_a_line_put_together_from_a_sources_words_is_found_and_noted_as_written_so_in_no_source():
     from app.copilot.pipeline import final_from_text
     from app.copilot.summary import check_notes
