@@ -46,7 +46,7 @@ MAX_GAP = math.log(10.0)
 _FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
 _TRIGGERS = "`-\n"  # a token without these cannot start or change a code item in prose
 # How far down the row a token that finishes a begun source word is looked for (see the module's note):
-# such a token is what the model has already committed to, so it is taken however unlikely it looks.
+# the model has committed to the word, so a token far below its choice is taken (`re`: 199th, 6.7 down).
 FINISH_CANDIDATES = 256
 # The word being written at the end of a code item: a name, option, key or value, cut anywhere
 _BEGUN_WORD = re.compile(r"(?:--?)?[A-Za-z0-9_][\w.\-]*$")
