@@ -174,6 +174,7 @@ FINISH_LABELS = {
     "repeat": "stopped: the answer was repeating itself",
     "length": "cut at the length limit",
     "withheld": "stopped: withheld, see the notice",
+    "past_sources": "stopped: the answer went on to a source that does not exist",
 }
 
 
@@ -181,7 +182,9 @@ FINISH_LABELS = {
 class Final:
     question: str
     answer: str
-    finish_reason: str  # "eos" | "length" | "stop" | "repeat" | "gated" | "withheld" (stopped where it was withheld)
+    # "eos" | "length" | "stop" | "repeat" | "gated" | "withheld" (stopped where it was withheld) | "past_sources"
+    # (stopped at a line opening with a source number past the last source: pipeline.past_the_sources)
+    finish_reason: str
     passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
     sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score
     citations: Citations

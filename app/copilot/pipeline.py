@@ -482,6 +482,7 @@ class Copilot:
         ]
         chunk_ids = encode_chunks(engine.tokenizer, copy_texts)
         config = self.generation_config(options)
+        config = replace(config, stop_strings=(*config.stop_strings, past_the_sources(prepared.all_passages)))
         shown = [shown_text(p) for p in prepared.all_passages]
         # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
         guard = ContactGuard(shown, prepared.question)
@@ -521,6 +522,8 @@ class Copilot:
             yield Token(rest, [], [], stats)
         # an own-site answer is withheld once it has ended (guard.notice, not tripped): it was not stopped
         finish = "withheld" if guard.tripped or cited.tripped else event.finish_reason or "length"
+        if finish == "stop" and not options.stop:
+            finish = "past_sources"  # the one stop string of our own
         tokenizer, models = self.engine.tokenizer, self.loaded.describe() if self.loaded else {}
         yield _checked_final(
             prepared,
@@ -567,6 +570,20 @@ class Copilot:
             "copied_share": round(copied / len(origins), 4) if origins else 0.0,
             "elapsed_s": round(time.perf_counter() - started, 4),
         }
+
+
+def past_the_sources(passages: Sequence[Passage]) -> str:
+    """The stop string for a line that opens with the source number after the last one: `\n[7]` of six.
+
+    A small model that has run out of answer numbers its paragraphs with source markers and goes on
+    past the sources: a list of steps [1] .. [9] that repeats `scontrol takeover` for "is the controller
+    up?" (fresh7 `s7-06`), the sources' titles [3] .. [11] for the on-call question (`slurm-059`). Of
+    the 329 distinct eval answers saved in sessions 44-48, 7 open a line with the number after the last
+    source, each in such a list: 3 went on until the repetition guard stopped them, 3 until the length
+    limit, 1 ended there. Generation stops at that line, as at any stop string, so speculative output
+    stays plain decoding's, only shorter.
+    """
+    return f"\n[{max((p.number for p in passages), default=0) + 1}]"
 
 
 CONTEXT_STEP = 256  # llama.cpp sizes a KV cache in steps of 256 cells

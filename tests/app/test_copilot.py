@@ -677,6 +677,30 @@ def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
         AnswerOptions(repeat_span=-1)
 
 
+def test_an_answer_that_opens_a_line_with_a_source_past_the_last_stops_there(copilot, monkeypatch):
+    """fresh7 `s7-06`: steps numbered [1] .. [9] with six sources, `scontrol takeover` over and over."""
+    from generation.drafters.base import Origin
+    from generation.engine import Event
+    from generation.stats import Stats
+
+    stops = []
+    text = "[1] Drain it:\n\n```\nscontrol update NodeName=<node> State=DRAIN\n```"
+
+    def generate(prompt_ids, chunks, config, token_filter=None):
+        stops.append(config.stop_strings)  # the engine stops at any of them (generation/stopping.py)
+        ids = copilot.engine.tokenizer(text, add_special_tokens=False)["input_ids"]
+        yield Event(text, ids, [Origin("target")] * len(ids), Stats(new_tokens=len(ids)), "stop")
+
+    monkeypatch.setattr(copilot.engine, "generate", generate)
+    final = collect(copilot.answer("How do I drain a node?"))
+    assert stops[0] == (f"\n[{len(final.passages) + 1}]",) and len(final.passages) >= 1
+    assert final.finish_reason == "past_sources" and final.answer == text
+    assert final.finish_label == "stopped: the answer went on to a source that does not exist"
+    # a stop string of the caller's own keeps its plain reason
+    final = collect(copilot.answer("How do I drain a node?", options=AnswerOptions(stop=("END",))))
+    assert stops[1] == ("END", f"\n[{len(final.passages) + 1}]") and final.finish_reason == "stop"
+
+
 @pytest.mark.parametrize(
     "question, similarity, searched_alone",
     [
