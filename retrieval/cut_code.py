@@ -87,21 +87,23 @@ def _ends_cut(span: Chunk, section: list[Chunk]) -> bool:
 def _with_its_term(span: Chunk, section: list[Chunk]) -> Chunk:
     """`span` joined with the chunk just before it when that one holds the term of the entry `span` goes on
     with."""
-    if not span.entry:
+    before = _neighbour(span, section, forward=False) if span.entry else None
+    if before is None or span.entry not in before.text:
         return span
-    before = [c for c in section if c.position.start < span.position.start]
-    if not before or span.entry not in before[-1].text:
-        return span
-    return joined(before[-1], span, WHITESPACE_GAP) or span
+    return joined(before, span, WHITESPACE_GAP) or span
 
 
 def _join_next(span: Chunk, section: list[Chunk], forward: bool) -> Chunk | None:
-    """`span` joined with the first chunk of its section that reaches past its end (or before its start)."""
+    """`span` joined with its neighbour that way (`_neighbour`), or None."""
+    neighbour = _neighbour(span, section, forward)
+    return joined(span, neighbour, WHITESPACE_GAP) if neighbour else None
+
+
+def _neighbour(span: Chunk, section: list[Chunk], forward: bool) -> Chunk | None:
+    """The first chunk of `span`'s section that reaches past its end (or before its start)."""
     if forward:
-        beyond = [c for c in section if c.position.end > span.position.end]
-    else:
-        beyond = [c for c in reversed(section) if c.position.start < span.position.start]
-    return joined(span, beyond[0], WHITESPACE_GAP) if beyond else None
+        return next((c for c in section if c.position.end > span.position.end), None)
+    return next((c for c in reversed(section) if c.position.start < span.position.start), None)
 
 
 def _inside_fence_at(offset: int, section: list[Chunk]) -> bool:
