@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from app.copilot.code_spans import WORD_EDGES, options
 
@@ -33,10 +33,10 @@ def nearest_in_sources(text: str, kind: str, passages: Sequence[str], numbers: S
     A command line is compared with the passages' lines that start with its command; only when none does,
     with those whose command is spelt nearly the same (MIN_NAME_RATIO): `ssha -l` and `ssacctmgr add user`
     are `sshare -l` and `sacctmgr add user` misspelt, and the pointer is what an operator needs then."""
-    for same in (_same_name, _near_name):
+    for misspelt in (False, True):
         best: tuple[float, str, int] | None = None
         for passage, number in zip(passages, numbers, strict=True):
-            for candidate in _candidates(text, kind, passage, same):
+            for candidate in _candidates(text, kind, passage, misspelt):
                 if candidate == text:
                     continue
                 ratio = difflib.SequenceMatcher(None, text, candidate, autojunk=False).ratio()
@@ -47,10 +47,6 @@ def nearest_in_sources(text: str, kind: str, passages: Sequence[str], numbers: S
     return None
 
 
-def _same_name(word: str, name: str) -> bool:
-    return word == name
-
-
 def _near_name(word: str, name: str) -> bool:
     """A command name misspelt: a letter or two off a word of 4 or more letters."""
     if word == name or min(len(word), len(name)) < MIN_NAME_LENGTH:
@@ -58,9 +54,11 @@ def _near_name(word: str, name: str) -> bool:
     return difflib.SequenceMatcher(None, word, name, autojunk=False).ratio() >= MIN_NAME_RATIO
 
 
-def _candidates(text: str, kind: str, passage: str, same: Callable[[str, str], bool]) -> list[str]:
+def _candidates(text: str, kind: str, passage: str, misspelt: bool = False) -> list[str]:
+    """The passage's options, or its runs of words read as commands, that may be `text`'s nearest; with
+    `misspelt`, only command runs whose command is spelt nearly as `text`'s is (`_near_name`)."""
     if kind == "option" or (kind == "code" and text.startswith("--") and " " not in text):  # `--opt` inline
-        return options(passage) if same is _same_name else []
+        return [] if misspelt else options(passage)
     if kind not in ("code", "command"):
         return []
     words = text.split()
@@ -71,7 +69,8 @@ def _candidates(text: str, kind: str, passage: str, same: Callable[[str, str], b
     return [
         _window(passage_words[i : i + size])
         for i, word in enumerate(passage_words)
-        if same(word.strip(WORD_EDGES), first) and "›" not in passage_words[i : i + size]  # not a title line
+        if (_near_name(word.strip(WORD_EDGES), first) if misspelt else word.strip(WORD_EDGES) == first)
+        and "›" not in passage_words[i : i + size]  # not a title line
     ]
 
 
