@@ -19,13 +19,13 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--target",
         default="default-target",
         metavar="NAME_OR_PATH",
-        help="target model: default-target, a local HF model folder or a hub id",
+        help="target model: default-target, a .gguf file (run on llama.cpp), a local HF model folder or a hub id",
     )
     parser.add_argument(
         "--draft",
         default="default-draft",
         metavar="NAME_OR_PATH|none",
-        help="draft model: default-draft, a folder, a hub id, or none",
+        help="draft model: default-draft, a .gguf file, a folder, a hub id, or none",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda (default auto)")
     parser.add_argument(

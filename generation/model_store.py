@@ -207,3 +207,18 @@ def gguf_file(name: str) -> Path | None:
         return assemble_gguf(PACKAGED[name])
     path = Path(name).expanduser()
     return path if path.suffix == ".gguf" else None
+
+
+def given_gguf(name: str) -> Path | None:
+    """The .gguf file a model named by its path is (a user's own GGUF); None for a packaged model or anything else."""
+    return None if name in PACKAGED else gguf_file(name)
+
+
+def model_identity(name: str) -> str:
+    """What measurements of model `name` are kept under: the name as given, except that a .gguf file also
+    names its resolved path, size and modification time, so a file replaced in place is measured again."""
+    path = given_gguf(name)
+    if path is None or not path.is_file():
+        return name
+    stat = path.stat()
+    return f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"

@@ -18,7 +18,7 @@ from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.llamacpp_lm import LlamaCppLM
 from generation.llamacpp_lm import available as llamacpp_available
-from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model, gguf_file
+from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model, gguf_file, given_gguf
 from generation.path_choice import cpu_only, remembered_auto_path
 from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS
 
@@ -109,7 +109,7 @@ def check_same_vocabulary(
     if target_tok.get_vocab() != draft_tok.get_vocab():
         raise VocabularyMismatchError(
             "target and draft models must share a vocabulary: their tokenizers map tokens to different ids; "
-            "pick a draft model of the same family"
+            "pick a draft model of the same family, or --draft none"
         )
 
 
@@ -166,12 +166,16 @@ def load_models(
     context: positions of a llama.cpp context, at most LLAMACPP_CONTEXT (None: that); the torch paths ignore it.
 
     quant: the numeric path, "auto" | "int4" | "int8" | "int4-mlas" | "none" (numeric_path.py). "auto" is the
-    fastest measured path for the packaged models on a CPU with dtype "auto", else "none"; on int4/int8 both models
+    fastest measured path for the packaged models on a CPU with dtype "auto" (for a .gguf file given by its path:
+    llama.cpp with the faster KV cache, measured once for that file), else "none"; on int4/int8 both models
     run the quantized, batch-invariant kernels and `dtype`, draft_int8, linear_layout are unused.
     The transposed layout is off by default: in whole-model passes on this 2-core CPU the
     stock kernel was as fast or faster (r(2..3) = 1.0 stock vs 1.18 transposed).
     """
-    if quant == "auto" and target not in PACKAGED:
+    own_gguf = given_gguf(target)
+    if own_gguf is not None and not own_gguf.is_file():
+        raise ModelError(f"the model file {target} does not exist: pass a .gguf file, a model folder or a hub id")
+    if quant == "auto" and target not in PACKAGED and own_gguf is None:
         quant = "none"  # a model given as a folder or hub id runs on its own weights unless a path is asked for
     calibration = cache_root() / "calibration.json"
     known = remembered_auto_path(calibration, target, device, dtype) if quant == "auto" else quant
@@ -183,9 +187,11 @@ def load_models(
     from generation.numeric_path import resolve_path
 
     dev = pick_device(device)
-    path = resolve_path(quant, dev, dtype, calibration, target if target in PACKAGED else None)
+    path = resolve_path(quant, dev, dtype, calibration, target if target in PACKAGED or own_gguf else None)
     if path in LLAMACPP_PATHS:
         return load_llamacpp_models(target, draft, row_invariant=path == LLAMACPP, context=context)
+    if own_gguf is not None:
+        raise ModelError(gguf_path_error(target, path))
     if path != "none":
         return load_quantized_models(target, draft, dev, path)
     import torch
@@ -255,6 +261,16 @@ def load_llamacpp_models(
         check_same_vocabulary(tokenizer, draft_lm.tokenizer(), target_lm, draft_lm)
     path = LLAMACPP if row_invariant else LLAMACPP_F16
     return LoadedModels(target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, "cpu", quant=path)
+
+
+def gguf_path_error(target: str, path: str) -> str:
+    """Why a .gguf file given as the target did not load on `path`, and what to run instead."""
+    how = (
+        "pip install 'specrag[models]' for llama-cpp-python"
+        if not llamacpp_available()
+        else "run it with --quant auto, llamacpp or llamacpp-f16 on the CPU, without --dtype"
+    )
+    return f"{target} is a GGUF file: it runs as it is on llama.cpp, not on the {path} path; {how}"
 
 
 LLAMACPP_CONTEXT = (

@@ -30,7 +30,7 @@ from generation.errors import ModelError
 from generation.llamacpp_lm import MAX_ROWS, LlamaCppLM
 from generation.llamacpp_lm import available as llamacpp_available
 from generation.mlas_linear import available as mlas_available
-from generation.model_store import gguf_file
+from generation.model_store import gguf_file, given_gguf, model_identity
 from generation.path_choice import remember_auto_path
 from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS, PATHS
 from generation.quantized import MIN_WIDE_ROWS, Int4Linear, Int8Linear
@@ -46,7 +46,7 @@ def resolve_path(
 
     `target`: the packaged model `auto` may run on llama.cpp (None: only the torch paths compete). Then the
     torch path and llama.cpp with either KV cache compete on a typical answer's projected seconds
-    (`measure_answer_seconds`)."""
+    (`measure_answer_seconds`). A .gguf file given as `target` runs on llama.cpp with the faster cache."""
     if path not in PATHS:
         raise ModelError(f"unknown numeric path {path!r}; use one of {', '.join(PATHS)}")
     if path != "auto":
@@ -66,7 +66,16 @@ def resolve_path(
 
 
 def _fastest_on_cpu(cache_file: Path | None, target: str | None) -> tuple[str, bool]:
-    """The fastest path, and whether the measurements behind it were kept (none was taken under load)."""
+    """The fastest path, and whether the measurements behind it were kept (none was taken under load).
+
+    A .gguf file given by its path runs on llama.cpp only (the torch paths build their weights from the packaged
+    models' GGUFs), so its two KV caches compete alone, measured once for that file."""
+    if target is not None and given_gguf(target) is not None:
+        if not llamacpp_available():
+            return "none", True  # load_models says what to install
+        kind = f"{ANSWER_PATH}-gguf-{hashlib.sha256(model_identity(target).encode()).hexdigest()[:16]}"
+        answer, kept = _cached_measurement(cache_file, kind, lambda: measure_llamacpp_kv(target))
+        return min(answer, key=answer.get), kept
     costs, kept = _cached_measurement(cache_file, "path", measure_paths)
     torch_path = _int4_or_none(costs)
     if target is None or torch_path == "none" or not llamacpp_available():

@@ -5,7 +5,8 @@ against llama.cpp's, once per machine. Reading those measurements back takes tor
 holds its thread count), and torch's libraries are ~220 MB of resident memory that a process
 running only llama.cpp never uses. So the decision itself is also kept, under a key made
 without torch: the CPU, the CPUs this process may use, the thread settings torch and OpenMP
-read from the environment, the torch and llama.cpp releases installed, and the target. When
+read from the environment, the torch and llama.cpp releases installed, and the target (a .gguf file given by
+its path also by its size and modification time). When
 that key matches, `specrag ask` on llama.cpp loads no torch at all; otherwise the full
 resolution runs (and records its answer for the next process).
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from core.hardware import cpu_name
 from generation.calibration import read_table, recalled, remember
+from generation.model_store import model_identity
 
 KIND = "auto-path3"  # decisions of an older rule are made again (numeric_path.ANSWER_PATH)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")  # what torch's default thread count follows
@@ -49,7 +51,7 @@ def light_key(target: str) -> str:
             parts.append(importlib.metadata.version(package))
         except importlib.metadata.PackageNotFoundError:
             parts.append("-")
-    parts.append(target)
+    parts.append(model_identity(target))
     return f"{KIND}:" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 

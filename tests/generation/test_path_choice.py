@@ -57,3 +57,54 @@ def test_a_damaged_calibration_file_means_measuring_again(cache):
     assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") is None
     path_choice.remember_auto_path(cache, "default-target", "llamacpp")
     assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") == "llamacpp"
+
+
+@pytest.fixture()
+def own_gguf(cache, tmp_path, monkeypatch):
+    """A user's own .gguf target (a tiny random one), loads recorded instead of run, a quiet machine."""
+    from machine_fakes import FakeLoad
+    from tiny_gguf import write_tiny_gguf
+
+    from generation import calibration, numeric_path
+
+    monkeypatch.setattr(models, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(0.0))
+    monkeypatch.setattr(models, "llamacpp_available", lambda: True)
+    monkeypatch.setattr(numeric_path, "llamacpp_available", lambda: True)
+    loaded, measured = [], []
+    monkeypatch.setattr(models, "load_llamacpp_models", lambda target, *a, **kw: loaded.append(kw["row_invariant"]))
+
+    def measure(target):
+        measured.append(target)
+        return {"llamacpp": 2.0, "llamacpp-f16": 1.5}
+
+    monkeypatch.setattr(numeric_path, "measure_llamacpp_kv", measure)
+    return write_tiny_gguf(tmp_path / "mine.gguf"), loaded, measured
+
+
+def test_a_gguf_file_given_as_the_target_runs_on_llama_cpp_measured_once_for_that_file(own_gguf):
+    import os
+
+    path, loaded, measured = own_gguf
+    models.load_models(str(path), None)  # before: read as a model folder that "does not exist"
+    assert loaded == [False] and measured == [str(path)]  # the faster cache of the two, f16 here
+    models.load_models(str(path), None)
+    assert loaded == [False, False] and len(measured) == 1  # remembered for this file
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the file replaced in place
+    models.load_models(str(path), None)
+    assert len(measured) == 2
+
+
+def test_a_gguf_file_on_a_torch_path_or_a_missing_one_is_refused_with_what_to_run(own_gguf):
+    from generation.errors import ModelError
+
+    path, loaded, _ = own_gguf
+    with pytest.raises(ModelError, match=r"GGUF file: it runs as it is on llama\.cpp, not on the int4 path; run it with"):
+        models.load_models(str(path), None, quant="int4")
+    with pytest.raises(ModelError, match="not on the none path; run it with --quant auto"):
+        models.load_models(str(path), None, dtype="float32")
+    with pytest.raises(ModelError, match="does not exist: pass a .gguf file"):
+        models.load_models(str(path.with_name("missing.gguf")), None)
+    models.load_models(str(path), None, quant="llamacpp")
+    assert loaded == [True]
