@@ -190,8 +190,9 @@ def load_models(
     path = resolve_path(quant, dev, dtype, calibration, target if target in PACKAGED or own_gguf else None)
     if path in LLAMACPP_PATHS:
         return load_llamacpp_models(target, draft, row_invariant=path == LLAMACPP, context=context)
-    if own_gguf is not None:
-        raise ModelError(gguf_path_error(target, path))
+    for name in (target, draft):
+        if name and given_gguf(name) is not None:
+            raise ModelError(gguf_path_error(name, path))
     if path != "none":
         return load_quantized_models(target, draft, dev, path)
     import torch

@@ -100,11 +100,13 @@ def test_a_gguf_file_on_a_torch_path_or_a_missing_one_is_refused_with_what_to_ru
     from generation.errors import ModelError
 
     path, loaded, _ = own_gguf
-    with pytest.raises(ModelError, match=r"GGUF file: it runs as it is on llama\.cpp, not on the int4 path; run it with"):
+    with pytest.raises(ModelError, match=r"GGUF file: it runs as it is on llama\.cpp, not on the int4 path; run"):
         models.load_models(str(path), None, quant="int4")
     with pytest.raises(ModelError, match="not on the none path; run it with --quant auto"):
         models.load_models(str(path), None, dtype="float32")
-    with pytest.raises(ModelError, match="does not exist: pass a .gguf file"):
+    with pytest.raises(ModelError, match=r"does not exist: pass a \.gguf file"):
         models.load_models(str(path.with_name("missing.gguf")), None)
+    with pytest.raises(ModelError, match=r"mine\.gguf is a GGUF file: it runs as it is on llama\.cpp, not on the int4"):
+        models.load_models("default-target", str(path), quant="int4")  # a draft of one's own too
     models.load_models(str(path), None, quant="llamacpp")
     assert loaded == [True]
