@@ -22,6 +22,16 @@ answer prefills only its closing line; a refused question costs one prefill of i
 CPU cores), where the cosine gate alone ran no model.
 Only the target it was calibrated with gets a judge (`gate_calibration --judge`); another target is
 gated by cosine alone.
+
+The judge's veto (session 49). Cosine also lets through questions the sources do not answer, when the
+passages are on the question's topic: the on-call administrator's pager number over Slurm's admin pages, the
+partition a group should use "here", the ticket queue for a database outage. So the judge is asked about every
+question, and one that passes cosine is refused when the model says No at least as likely as Yes (log-odds
+below JUDGE_VETOES[target], 0: the model's own boundary, not a value fitted to our questions). Over every Slurm
+set (README, "The relevance gate") the veto refused 5 of the 13 unanswerable questions cosine let through, and 9
+of 190 answerable ones, each of which had been answered wrongly when it had an eval answer on record. The judge
+prompt shares every token up to its closing line with the answer's, so asking it costs the answer one more
+short pass (its closing line), not a second prefill of the passages.
 """
 
 from __future__ import annotations
@@ -37,6 +47,8 @@ GATE_MODES = ("off", "warn", "refuse")
 THRESHOLDS = {"sentence-transformers/all-MiniLM-L6-v2": 0.49}  # dev split of corpora/slurm questions: see README
 # the judge's log-odds threshold per target model (as named in ModelOptions.target): see README
 JUDGE_THRESHOLDS = {"default-target": 0.618}
+# below this log-odds the judge refuses a question that cosine let through (see above); only with a judge
+JUDGE_VETOES = {"default-target": 0.0}
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,7 @@ class Relevance:
     threshold: float | None  # None: no threshold for this embedding model, so no judgement
     judge_threshold: float | None = None  # None: no judge for this target model
     judged: float | None = None  # the judge's log-odds of Yes over No; None while it has not been asked
+    veto: float | None = None  # None: the judge is not asked about questions cosine lets through
 
     @property
     def close(self) -> bool:
@@ -55,13 +68,18 @@ class Relevance:
 
     @property
     def needs_judge(self) -> bool:
-        """Below the threshold, with a judge for this target that has not been asked yet."""
-        return not self.close and self.judge_threshold is not None and self.judged is None
+        """A judge for this target that has not been asked yet, and a question below the threshold or a veto."""
+        return self.judge_threshold is not None and self.judged is None and (not self.close or self.veto is not None)
+
+    @property
+    def vetoed(self) -> bool:
+        """Close enough by cosine, but the judge found the answer in none of the passages."""
+        return self.close and self.judged is not None and self.veto is not None and self.judged < self.veto
 
     @property
     def covered(self) -> bool:
         if self.close:
-            return True
+            return not self.vetoed
         return self.judged is not None and self.judge_threshold is not None and self.judged >= self.judge_threshold
 
     def with_judgement(self, log_odds: float) -> Relevance:
@@ -74,6 +92,7 @@ class Relevance:
             "calibrated": self.threshold is not None,
             "judged": self.judged,
             "judge_threshold": self.judge_threshold,
+            "veto": self.veto,
             "covered": self.covered,
         }
 
@@ -86,7 +105,8 @@ def best_similarity(passages: Sequence[Passage]) -> float | None:
 def assess(passages: Sequence[Passage], embedding_model: str | None, target: str | None = None) -> Relevance:
     threshold = THRESHOLDS.get(embedding_model or "")
     judge = JUDGE_THRESHOLDS.get(target or "") if threshold is not None else None
-    return Relevance(best_similarity(passages), threshold, judge)
+    veto = JUDGE_VETOES.get(target or "") if judge is not None else None
+    return Relevance(best_similarity(passages), threshold, judge, veto=veto)
 
 
 def judge_tokens(tokenizer: Any) -> tuple[int, int] | None:
@@ -97,11 +117,15 @@ def judge_tokens(tokenizer: Any) -> tuple[int, int] | None:
 
 def _match(reading: dict) -> str:
     score, threshold = _apart(reading["similarity"], reading["threshold"])
-    match = f"the closest source matches the question at {score}, below the relevance gate's {threshold}"
-    if reading.get("judged") is None or reading.get("judge_threshold") is None:
+    close = reading["similarity"] >= reading["threshold"]
+    side = "above" if close else "below"
+    match = f"the closest source matches the question at {score}, {side} the relevance gate's {threshold}"
+    bar = reading.get("veto") if close else reading.get("judge_threshold")
+    if reading.get("judged") is None or bar is None:
         return match
-    judged, judge_threshold = _apart(reading["judged"], reading["judge_threshold"])
-    return f"{match}, and asked, the model did not find the answer in them (log-odds {judged}, below {judge_threshold})"
+    judged, bar = _apart(reading["judged"], bar)
+    joint = "but" if close else "and"
+    return f"{match}, {joint} asked, the model did not find the answer in them (log-odds {judged}, below {bar})"
 
 
 def _apart(value: float, threshold: float) -> tuple[str, str]:

@@ -15,6 +15,9 @@ cosine threshold, and its log-odds threshold is calibrated on the same dev split
 give the same dev figures, so the one chosen is the middle of the best gap (the widest margin on
 both sides); ties between gaps go to the higher threshold: the judge only ever lets questions
 through, so it lets fewer through when unsure. Its scores belong to the target model it ran on.
+
+With `--veto LOG_ODDS` as well, the judge is asked about the questions cosine lets through too, and both
+splits are reported with the gate's veto at that log-odds (gate.JUDGE_VETOES: 0 for the default target).
 """
 
 from __future__ import annotations
@@ -46,19 +49,20 @@ def split_of(row_id: str) -> str:
     return "dev" if hashlib.sha1(row_id.encode()).digest()[0] % 2 == 0 else "held-out"
 
 
-def refused(row: dict, threshold: float, judge_threshold: float | None = None) -> bool:
+def refused(row: dict, threshold: float, judge_threshold: float | None = None, veto: float | None = None) -> bool:
     """Whether the gate (its own rule: gate.Relevance) refuses this row at these thresholds."""
-    return not Relevance(row["similarity"], threshold, judge_threshold, row.get("judged")).covered
+    return not Relevance(row["similarity"], threshold, judge_threshold, row.get("judged"), veto).covered
 
 
-def rates(rows: list[dict], threshold: float, judge_threshold: float | None = None) -> dict:
+def rates(rows: list[dict], threshold: float, judge_threshold: float | None = None, veto: float | None = None) -> dict:
     answerable = [r for r in rows if r["answerable"]]
     unanswerable = [r for r in rows if not r["answerable"]]
-    refused_bad = sum(refused(r, threshold, judge_threshold) for r in unanswerable)
-    refused_good = sum(refused(r, threshold, judge_threshold) for r in answerable)
+    refused_bad = sum(refused(r, threshold, judge_threshold, veto) for r in unanswerable)
+    refused_good = sum(refused(r, threshold, judge_threshold, veto) for r in answerable)
     return {
         "threshold": round(threshold, 3),
         **({"judge_threshold": round(judge_threshold, 3)} if judge_threshold is not None else {}),
+        **({"veto": veto} if veto is not None else {}),
         "unanswerable": len(unanswerable),
         "unanswerable_refused": round(refused_bad / len(unanswerable), 3) if unanswerable else None,
         "answerable": len(answerable),
@@ -108,7 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--judge-threshold", type=float, help="report both splits at this judge threshold instead of calibrating one"
     )
+    parser.add_argument(
+        "--veto",
+        type=float,
+        metavar="LOG_ODDS",
+        help="with --judge: also judge the questions cosine lets through, and refuse those the judge scores below "
+        "this (the gate's veto; 0 for the default target)",
+    )
     args = parser.parse_args(argv)
+    if args.veto is not None and not args.judge:
+        parser.error("--veto needs --judge: the veto is the judge's")
     from app.copilot import Copilot, CopilotOptions, ModelOptions
 
     options = CopilotOptions(index_dir=args.index, park_bytes=0)  # every question stands alone: nothing to park
@@ -127,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         from app.copilot import loading
 
         judging = Copilot(loading.load_engine(replace(options.models, draft=None)), options, copilot.retriever())
-        below = [r for r in rows if r["similarity"] < threshold]
+        below = [r for r in rows if r["similarity"] < threshold or args.veto is not None]
         for n, row in enumerate(below, 1):
             row["judged"] = round(judging.judge(row["question"], row["passages"]), 4)
             print(f"judged {n}/{len(below)}: {row['judged']:+.2f} {row['question'][:70]}", file=sys.stderr)
@@ -135,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "embedding_model": copilot.embedding_model,
         **({"target": options.models.target} if args.judge else {}),
-        "dev": rates(dev, threshold, judge_threshold),
-        "held_out": rates([r for r in rows if r["split"] == "held-out"], threshold, judge_threshold),
+        "dev": rates(dev, threshold, judge_threshold, args.veto),
+        "held_out": rates([r for r in rows if r["split"] == "held-out"], threshold, judge_threshold, args.veto),
     }
     print(json.dumps(report, indent=1))
     for row in sorted(rows, key=lambda r: r["similarity"]):

@@ -69,7 +69,8 @@ class EmptyQuestionError(SpecragError):
 
 
 SEARCHING = "searching the sources…"  # the status while the index is searched
-CHECKING = "the closest source is a weak match: asking the model whether the sources answer the question…"
+CHECKING = "asking the model whether the sources answer the question…"
+WEAK_MATCH = "the closest source is a weak match: "  # said first when the judge decides a question below the threshold
 
 
 def checked_question(question: str) -> str:
@@ -276,7 +277,7 @@ class Copilot:
             "searched_with_previous": with_previous,
             **prepared.notes,
         }
-        # below the threshold, the judge has the last word, under the engine lock (gate.py)
+        # the judge has the last word below the threshold, and a veto above it, under the engine lock (gate.py)
         judge = relevance is not None and relevance.needs_judge and gate.judge_tokens(self.engine.tokenizer) is not None
         if relevance is not None and not relevance.covered and not judge:
             detail["relevance"] = relevance.to_dict()
@@ -355,7 +356,7 @@ class Copilot:
         record its verdict in `prepared.relevance`. A "no" refuses (returns None) or, with `--gate warn`,
         warns. Otherwise returns what the answer's prefill is spared: the shared prompt prefix, and the
         judge prompt, which the answer's shares up to its closing line."""
-        yield Status("checking", CHECKING)
+        yield Status("checking", ("" if prepared.relevance.close else WEAK_MATCH) + CHECKING)
         warm = self._warm_once()
         start = time.perf_counter()
         log_odds, computed = self._judge_log_odds(prepared)

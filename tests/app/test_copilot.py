@@ -250,6 +250,7 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
         "calibrated": True,
         "judged": None,
         "judge_threshold": None,
+        "veto": None,
         "covered": False,
     }
     # the nearest sources are listed, not cited: no source is marked as the answer's
@@ -402,6 +403,28 @@ def test_judge_is_asked_only_below_the_threshold_and_warn_keeps_its_verdict(copi
     assert "the model did not find the answer in them" in checking[-1]
     off = list(copilot.answer("drain?", options=AnswerOptions(max_new_tokens=4, gate="off")))
     assert "checking" not in stages(off) and off[-1].relevance is None
+
+
+def test_a_veto_judges_questions_above_the_threshold_and_refuses_when_the_model_says_no(copilot, judged, monkeypatch):
+    from app.copilot import gate
+
+    copilot._retriever.similarity = 0.9  # cosine lets it through
+    monkeypatch.setitem(gate.JUDGE_VETOES, "tiny", -1e9)
+    events = list(copilot.answer("How do I drain a node?"))
+    final = events[-1]
+    assert stages(events) == ["searching", "passages", "checking", "prefilling", "generating"]
+    assert not final.gated and final.stats["new_tokens"] > 0 and isinstance(final.relevance["judged"], float)
+    checking = [e.message for e in events if isinstance(e, Status) and e.stage == "checking"]
+    assert checking == ["asking the model whether the sources answer the question…"]  # not a "weak match"
+    score = final.relevance["judged"]
+    monkeypatch.setitem(gate.JUDGE_VETOES, "tiny", score + 0.01)
+    events = list(copilot.answer("How do I drain a node?"))
+    final = events[-1]
+    assert final.gated and final.output_ids == [] and "prefilling" not in stages(events)
+    assert final.relevance["covered"] is False and final.relevance["veto"] == score + 0.01
+    why = gate.why_refused(final.relevance)
+    assert "at 0.90, above the relevance gate's 0.50, but asked, the model did not find the answer in them" in why
+    assert f"(log-odds {score:.2f}, below {score + 0.01:.2f})" in why
 
 
 def test_judge_needs_a_tokenizer_that_tells_yes_from_no():

@@ -65,3 +65,18 @@ def test_judge_calibration_runs_the_models_on_questions_below_the_threshold(tmp_
     listed = out[out.index("\n}") + 2 :].strip().splitlines()
     assert len(listed) == 9 and all(" judge " in line for line in listed)  # every row was below 0.49
     assert captured.err.count("judged ") == 9
+
+
+def test_a_veto_judges_what_cosine_lets_through_and_refuses_below_it(tmp_path, monkeypatch, capsys, tiny_engine):
+    questions = tmp_path / "q.jsonl"
+    write_questions(questions, [{"id": f"q{i}", "question": f"drain node {i}?", "gold": ["a.md"]} for i in range(4)])
+    retriever = FakeRetriever([("a.md", "drain a node with scontrol")], similarity=0.9)  # cosine lets all through
+    monkeypatch.setattr(Copilot, "retrieval_only", classmethod(lambda cls, options=None: cls(None, options, retriever)))
+    reports = []
+    for veto in ("-1e9", "1e9"):
+        assert main([str(questions), "--threshold", "0.49", "--judge", f"--veto={veto}"]) == 0
+        out = capsys.readouterr().out
+        reports.append(json.loads(out[: out.index("\n}") + 2]))
+    assert [r["dev"]["veto"] for r in reports] == [-1e9, 1e9]
+    assert [r["dev"]["answerable_refused"] + r["held_out"]["answerable_refused"] for r in reports] == [0.0, 2.0]
+    assert main([str(questions), "--judge"]) == 0 and "veto" not in capsys.readouterr().out  # no veto asked
