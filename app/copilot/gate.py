@@ -32,10 +32,14 @@ set (README, "The relevance gate") the veto refused 5 of the 13 unanswerable que
 of 190 answerable ones, each of which had been answered wrongly when it had an eval answer on record. The judge
 prompt shares every token up to its closing line with the answer's, so asking it costs the answer one more
 short pass (its closing line), not a second prefill of the passages.
+A question that itself asks yes or no is never vetoed (`asks_yes_or_no`): asked whether the answer to "can i just
+bump it [the user's quota]?" is in the sources, the model answers the question's own No (log-odds -0.26), and
+on the runbooks the veto refused four such questions, one of them answered right before (session 49).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -102,11 +106,42 @@ def best_similarity(passages: Sequence[Passage]) -> float | None:
     return max((p.similarity for p in passages if p.similarity is not None), default=None)
 
 
-def assess(passages: Sequence[Passage], embedding_model: str | None, target: str | None = None) -> Relevance:
+def assess(
+    passages: Sequence[Passage], embedding_model: str | None, target: str | None = None, question: str = ""
+) -> Relevance:
+    """The gate's reading before the judge is asked; the veto only for a `question` that does not ask yes or no."""
     threshold = THRESHOLDS.get(embedding_model or "")
     judge = JUDGE_THRESHOLDS.get(target or "") if threshold is not None else None
-    veto = JUDGE_VETOES.get(target or "") if judge is not None else None
+    veto = JUDGE_VETOES.get(target or "") if judge is not None and not asks_yes_or_no(question) else None
     return Relevance(best_similarity(passages), threshold, judge, veto=veto)
+
+
+# the words a yes-or-no question opens with: auxiliaries and modals, and "ok"/"okay" ("- ok to do that?")
+_YES_OR_NO = frozenset({
+    "am", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had", "can", "could", "may", "might",
+    "shall", "should", "will", "would", "must", "isn't", "aren't", "don't", "doesn't", "didn't", "can't",
+    "couldn't", "shouldn't", "won't", "wouldn't", "ok", "okay",
+})  # fmt: skip
+_CONJUNCTIONS = frozenset({"and", "but", "or", "so", "then", "also"})
+# where a clause ends: a sentence's end, a comma, semicolon or colon, or a dash between spaces
+_CLAUSE_END = re.compile(r"[.!?;:,]\s|\s[-\u2013\u2014]+\s")
+
+
+def asks_yes_or_no(question: str) -> bool:
+    """Does the clause that carries the question's (last) question mark open like a yes-or-no question?
+
+    "Am I allowed to just close it?", "can i just bump it?", "- ok to do that?" do; "Which partition should I
+    point them at?", "Is X set, and how long ...?" (its last clause asks how long) do not. A question with no
+    question mark is read by its last clause."""
+    text = question.strip()
+    mark = text.rfind("?")
+    if mark >= 0:
+        text = text[:mark]
+    clause = _CLAUSE_END.split(text)[-1]
+    words = [w for w in re.findall(r"[a-z']+", clause.casefold())]
+    while words and words[0] in _CONJUNCTIONS:
+        words.pop(0)
+    return bool(words) and words[0] in _YES_OR_NO
 
 
 def judge_tokens(tokenizer: Any) -> tuple[int, int] | None:

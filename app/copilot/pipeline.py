@@ -265,7 +265,8 @@ class Copilot:
         retrieved = any(p.similarity is not None for p in passages)
         relevance = None
         if options.gate != "off" and retrieved:
-            relevance = gate.assess(passages, self.embedding_model, self.loaded.target if self.loaded else None)
+            target = self.loaded.target if self.loaded else None
+            relevance = gate.assess(passages, self.embedding_model, target, question)
         retrieval_s = time.perf_counter() - started
         prepared = self._prepare(question, list(history), list(passages), options, searched_alone)
         prepared.relevance = relevance

@@ -427,6 +427,28 @@ def test_a_veto_judges_questions_above_the_threshold_and_refuses_when_the_model_
     assert f"(log-odds {score:.2f}, below {score + 0.01:.2f})" in why
 
 
+def test_a_question_that_asks_yes_or_no_is_never_vetoed(copilot, judged, monkeypatch):
+    from app.copilot import gate
+
+    copilot._retriever.similarity = 0.9
+    monkeypatch.setitem(gate.JUDGE_VETOES, "tiny", 1e9)  # the model never says yes so surely: every wh-question vetoed
+    assert collect(copilot.answer("Which command drains a node?")).gated
+    events = list(copilot.answer("can i just drain the node?"))  # the judge would answer the question's own No
+    assert not events[-1].gated and "checking" not in stages(events) and events[-1].relevance["veto"] is None
+
+
+def test_yes_or_no_questions_are_told_by_the_clause_that_asks():
+    from app.copilot.gate import asks_yes_or_no
+
+    assert asks_yes_or_no("Asked a user for job ids two weeks ago and never heard back. Am I allowed to close it?")
+    assert asks_yes_or_no("a colleague says just delete that CA's .r0 file and be done - ok to do that?")
+    assert asks_yes_or_no("Is there a way to check the memory of a running step?")
+    assert not asks_yes_or_no("Who is the on-call administrator tonight, and what is their pager number?")
+    assert not asks_yes_or_no("Can Slurm power idle nodes down, and how long are they idle before that happens?")
+    assert not asks_yes_or_no("what's the fairshare half-life? a user wants to know how long it drags them down")
+    assert not asks_yes_or_no("How do I drain a node?") and not asks_yes_or_no("")
+
+
 def test_judge_needs_a_tokenizer_that_tells_yes_from_no():
     from app.copilot import gate
 
