@@ -59,7 +59,7 @@ def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dic
     one_token = replace(options, max_new_tokens=1)  # the verdict comes before the answer's first token
     probe = [Turn(row["previous"], "", ())]  # retrieval does not read the earlier answer
     passages, query = copilot.retrieve_for(row["question"], probe, options.passages)
-    relevance = gate.assess(passages, copilot.embedding_model, target)
+    relevance = gate.assess(passages, copilot.embedding_model, target, row["question"])  # as the chat assesses it
     result = {
         "id": row["id"],
         "kind": row["kind"],
