@@ -264,14 +264,14 @@ def load_llamacpp_models(
     return LoadedModels(target_lm, tokenizer, draft_lm, str(target_gguf), draft_path, "cpu", quant=path)
 
 
-def gguf_path_error(target: str, path: str) -> str:
-    """Why a .gguf file given as the target did not load on `path`, and what to run instead."""
+def gguf_path_error(name: str, path: str) -> str:
+    """Why a .gguf file given as the target or draft did not load on `path`, and what to run instead."""
     how = (
         "pip install 'specrag[models]' for llama-cpp-python"
         if not llamacpp_available()
         else "run it with --quant auto, llamacpp or llamacpp-f16 on the CPU, without --dtype"
     )
-    return f"{target} is a GGUF file: it runs as it is on llama.cpp, not on the {path} path; {how}"
+    return f"{name} is a GGUF file: it runs as it is on llama.cpp, not on the {path} path; {how}"
 
 
 LLAMACPP_CONTEXT = (

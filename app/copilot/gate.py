@@ -112,8 +112,13 @@ def assess(
     """The gate's reading before the judge is asked; the veto only for a `question` that does not ask yes or no."""
     threshold = THRESHOLDS.get(embedding_model or "")
     judge = JUDGE_THRESHOLDS.get(target or "") if threshold is not None else None
-    veto = JUDGE_VETOES.get(target or "") if judge is not None and not asks_yes_or_no(question) else None
+    veto = applied_veto(JUDGE_VETOES.get(target or ""), question) if judge is not None else None
     return Relevance(best_similarity(passages), threshold, judge, veto=veto)
+
+
+def applied_veto(veto: float | None, question: str) -> float | None:
+    """`veto` as it applies to `question`: none for a question that itself asks yes or no (module docstring)."""
+    return None if veto is None or asks_yes_or_no(question) else veto
 
 
 # the words a yes-or-no question opens with: auxiliaries and modals, and "ok"/"okay" ("- ok to do that?")
@@ -138,7 +143,7 @@ def asks_yes_or_no(question: str) -> bool:
     if mark >= 0:
         text = text[:mark]
     clause = _CLAUSE_END.split(text)[-1]
-    words = [w for w in re.findall(r"[a-z']+", clause.casefold())]
+    words = re.findall(r"[a-z']+", clause.casefold())
     while words and words[0] in _CONJUNCTIONS:
         words.pop(0)
     return bool(words) and words[0] in _YES_OR_NO
@@ -152,7 +157,7 @@ def judge_tokens(tokenizer: Any) -> tuple[int, int] | None:
 
 def _match(reading: dict) -> str:
     score, threshold = _apart(reading["similarity"], reading["threshold"])
-    close = reading["similarity"] >= reading["threshold"]
+    close = Relevance(reading["similarity"], reading["threshold"]).close
     side = "above" if close else "below"
     match = f"the closest source matches the question at {score}, {side} the relevance gate's {threshold}"
     bar = reading.get("veto") if close else reading.get("judge_threshold")

@@ -30,7 +30,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from app.copilot.gate import Relevance, asks_yes_or_no, best_similarity
+from app.copilot.gate import Relevance, applied_veto, best_similarity
 
 
 def load_rows(paths: list[Path]) -> list[dict]:
@@ -51,7 +51,7 @@ def split_of(row_id: str) -> str:
 
 def refused(row: dict, threshold: float, judge_threshold: float | None = None, veto: float | None = None) -> bool:
     """Whether the gate (its own rule: gate.Relevance) refuses this row at these thresholds."""
-    veto = None if veto is None or asks_yes_or_no(row.get("question", "")) else veto  # as gate.assess does
+    veto = applied_veto(veto, row.get("question", ""))  # as gate.assess applies it
     return not Relevance(row["similarity"], threshold, judge_threshold, row.get("judged"), veto).covered
 
 
