@@ -58,6 +58,7 @@ from core.errors import SpecragError
 from core.memory import release_free_memory
 from core.paths import prefix_store_dir
 from generation.prefix_store import PrefixStore
+from generation.token_ids import common_prefix_length
 
 if TYPE_CHECKING:
     from generation.drafters import Origin
@@ -305,6 +306,7 @@ class Copilot:
                     yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
                     warm = self._warm_once()
                     self._in_fixed_pieces(prepared.prompt_ids)
+                    warm = warm + self._before_closing(prepared.prompt_ids, self._judge_prompt_ids(prepared))
                 yield from self._generate(prepared, options, started, retrieval_s, warm)
             finally:
                 release_free_memory()  # keeps a long-running front end's memory flat (core/memory.py)
@@ -380,11 +382,31 @@ class Copilot:
         tokens = gate.judge_tokens(engine.tokenizer)
         if tokens is None:
             raise SpecragError("this model's tokenizer does not tell Yes from No: it cannot judge relevance")
-        messages = build_messages(prepared.question, prepared.new_passages, prepared.history_messages, JUDGE_QUESTION)
-        ids = encode_prompt(engine.tokenizer, messages)
+        ids = self._judge_prompt_ids(prepared)
         self._in_fixed_pieces(ids)
+        before = self._before_closing(ids, prepared.prompt_ids)
         logprob_yes, logprob_no = engine.next_token_logprobs(ids, tokens)
-        return logprob_yes - logprob_no, len(ids) - engine.target.reused
+        return logprob_yes - logprob_no, before.prefilled_tokens + len(ids) - engine.target.reused
+
+    def _judge_prompt_ids(self, prepared: _Prepared) -> list[int]:
+        """The judge's prompt: the answer's, closing with JUDGE_QUESTION instead of the reminder."""
+        question, passages, history = prepared.question, prepared.new_passages, prepared.history_messages
+        return encode_prompt(self.engine.tokenizer, build_messages(question, passages, history, JUDGE_QUESTION))
+
+    def _before_closing(self, prompt_ids: list[int], other_ids: list[int]) -> _Warm:
+        """Compute `prompt_ids` up to where they part from `other_ids` (the answer's and the judge's prompts part at
+        their closing line), as a piece of its own. Every answer's prompt is then computed in the same pieces,
+        judged or not: on llamacpp-f16 logits depend on how a prompt is split into passes, and a judged answer went
+        on from the judge's prompt while an unjudged one was computed whole, so whether the judge was asked (the
+        veto's band, `--gate off`) changed answers where two tokens were near a tie (session 49: 28 of the 61 own
+        Slurm answers). Under the engine lock, after `_in_fixed_pieces`."""
+        target = self.engine.target
+        parting = common_prefix_length(prompt_ids, other_ids)
+        if parting >= len(prompt_ids) - 1 or target.snapshot_prefix(prompt_ids) >= parting:
+            return _Warm()  # no closing line to part at (no passages), or computed already
+        start = time.perf_counter()
+        target.prefill(prompt_ids[:parting])
+        return _Warm(parting - target.reused, time.perf_counter() - start)
 
     def judge(
         self,
@@ -705,6 +727,9 @@ class _Warm:
 
     prefilled_tokens: int = 0
     seconds: float = 0.0
+
+    def __add__(self, other: _Warm) -> _Warm:
+        return _Warm(self.prefilled_tokens + other.prefilled_tokens, self.seconds + other.seconds)
 
 
 @dataclass

@@ -602,6 +602,46 @@ def test_a_question_is_computed_in_the_same_pieces_whatever_was_asked_before(tin
     assert follow_up.stats["prefilled_tokens"] == len(follow_up.prompt_ids) - len(retried.prompt_ids)
 
 
+def test_an_answer_is_computed_in_the_same_pieces_whether_or_not_the_judge_was_asked(
+    tiny_models, monkeypatch, tmp_path, calibrated
+):
+    """A judged answer goes on from the judge's prompt; an unjudged one is computed up to its closing line first,
+    so both compute their prompt in the same passes (llamacpp-f16's logits depend on them)."""
+    from tiny_gguf import write_tiny_gguf
+
+    from app.copilot import gate
+    from app.copilot.prompting import shared_prompt_ids
+    from generation.engine import Engine
+    from generation.llamacpp_lm import LlamaCppLM
+
+    gguf = write_tiny_gguf(tmp_path / "target.gguf")
+    tokenizer = tiny_models[2]
+    monkeypatch.setenv("SPECRAG_HOME", str(tmp_path / "home"))
+    monkeypatch.setitem(gate.JUDGE_THRESHOLDS, "tiny", -1e9)
+    monkeypatch.setitem(gate.JUDGE_VETOES, "tiny", -1e9)  # the judge is asked above the threshold, and never vetoes
+    fixed = len(shared_prompt_ids(tokenizer))
+
+    def answer(gate_mode):
+        runner = LlamaCppLM(gguf, n_ctx=4096, row_invariant=False)
+        passes = []  # (cached positions, tokens fed) of every llama.cpp pass after the fixed prefix
+        decode = runner._decode
+        runner._decode = lambda chunk, wanted: (passes.append((runner.length, len(chunk))), decode(chunk, wanted))[1]
+        loaded = loading.LoadedEngine(Engine(runner, tokenizer), "/models/tiny.gguf", None, target="tiny")
+        options = CopilotOptions(answer=AnswerOptions(max_new_tokens=12, gate=gate_mode))
+        final = collect(Copilot(loaded, options, runbook_retriever(RUNBOOK)).answer("Where do munge keys live?"))
+        return final, [piece for piece in passes if piece[0] >= fixed]
+
+    unjudged, plain_passes = answer("off")
+    judged, judged_passes = answer("refuse")
+    assert unjudged.relevance is None and isinstance(judged.relevance["judged"], float) and not judged.gated
+    closing = plain_passes[1][0]  # the prompt up to its closing line, then the closing line
+    assert plain_passes[0] == (fixed, closing - fixed) and len(judged.prompt_ids) - 1 > closing
+    # the judge's closing line is the one pass the judged answer adds (it is cropped again); the rest is the same
+    extra = [piece for piece in judged_passes if piece not in plain_passes]
+    assert len(extra) == 1 and extra[0][0] == closing and judged_passes.remove(extra[0]) is None
+    assert judged_passes == plain_passes and judged.output_ids == unjudged.output_ids
+
+
 @pytest.mark.parametrize("runner", ["torch", "llama.cpp"])
 def test_a_follow_up_after_a_stopped_answer_goes_on_from_the_turn_before_it_in_the_same_pieces(
     runner, tiny_engine, tiny_models, monkeypatch, tmp_path
