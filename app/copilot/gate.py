@@ -32,12 +32,6 @@ set (README, "The relevance gate") the veto refused 5 of the 13 unanswerable que
 of 190 answerable ones, each of which had been answered wrongly when it had an eval answer on record. The judge
 prompt shares every token up to its closing line with the answer's, so asking it costs the answer one more
 short pass (its closing line), not a second prefill of the passages.
-The veto acts only near the threshold: on a question whose best passage is less than JUDGE_VETO_BANDS[target]
-above it (session 50). Further above, cosine alone decides and the judge is not asked. The judge's No is a near-tie
-on many answerable questions (log-odds -0.03 for an operator's pasted slurmctld.log lines whose first passage held
-the same "Munge decode failed: Expired credential" line, at 0.65), while every unanswerable question it caught
-stood within 0.09 of the threshold: the band is calibrated on the dev split (`gate_calibration --veto 0`, the middle
-of the best gap) and reported on the held-out one in README.md.
 A question that itself asks yes or no is never vetoed (`asks_yes_or_no`): asked whether the answer to "can i just
 bump it [the user's quota]?" is in the sources, the model answers the question's own No (log-odds -0.26), and
 on the runbooks the veto refused four such questions, one of them answered right before (session 49).
@@ -59,8 +53,6 @@ THRESHOLDS = {"sentence-transformers/all-MiniLM-L6-v2": 0.49}  # dev split of co
 JUDGE_THRESHOLDS = {"default-target": 0.618}
 # below this log-odds the judge refuses a question that cosine let through (see above); only with a judge
 JUDGE_VETOES = {"default-target": 0.0}
-# how far above the cosine threshold the veto still acts (see above); calibrated on the dev split, per target
-JUDGE_VETO_BANDS = {"default-target": 0.098}
 
 
 @dataclass(frozen=True)
@@ -70,7 +62,6 @@ class Relevance:
     judge_threshold: float | None = None  # None: no judge for this target model
     judged: float | None = None  # the judge's log-odds of Yes over No; None while it has not been asked
     veto: float | None = None  # None: the judge is not asked about questions cosine lets through
-    veto_band: float | None = None  # the veto acts below threshold + this; None: at any similarity
 
     @property
     def close(self) -> bool:
@@ -82,21 +73,12 @@ class Relevance:
     @property
     def needs_judge(self) -> bool:
         """A judge for this target that has not been asked yet, and a question below the threshold or a veto."""
-        return self.judge_threshold is not None and self.judged is None and (not self.close or self.vetoable)
-
-    @property
-    def vetoable(self) -> bool:
-        """Close enough by cosine, with a veto that acts this close to the threshold (within its band)."""
-        if not self.close or self.veto is None:
-            return False
-        if self.veto_band is None or self.threshold is None or self.similarity is None:
-            return True
-        return self.similarity < self.threshold + self.veto_band
+        return self.judge_threshold is not None and self.judged is None and (not self.close or self.veto is not None)
 
     @property
     def vetoed(self) -> bool:
-        """Close enough by cosine, but within the veto's band the judge found the answer in none of the passages."""
-        return self.vetoable and self.judged is not None and self.veto is not None and self.judged < self.veto
+        """Close enough by cosine, but the judge found the answer in none of the passages."""
+        return self.close and self.judged is not None and self.veto is not None and self.judged < self.veto
 
     @property
     def covered(self) -> bool:
@@ -115,7 +97,6 @@ class Relevance:
             "judged": self.judged,
             "judge_threshold": self.judge_threshold,
             "veto": self.veto,
-            "veto_band": self.veto_band,
             "covered": self.covered,
         }
 
@@ -132,8 +113,7 @@ def assess(
     threshold = THRESHOLDS.get(embedding_model or "")
     judge = JUDGE_THRESHOLDS.get(target or "") if threshold is not None else None
     veto = applied_veto(JUDGE_VETOES.get(target or ""), question) if judge is not None else None
-    band = JUDGE_VETO_BANDS.get(target or "") if veto is not None else None
-    return Relevance(best_similarity(passages), threshold, judge, veto=veto, veto_band=band)
+    return Relevance(best_similarity(passages), threshold, judge, veto=veto)
 
 
 def applied_veto(veto: float | None, question: str) -> float | None:

@@ -17,11 +17,7 @@ both sides); ties between gaps go to the higher threshold: the judge only ever l
 through, so it lets fewer through when unsure. Its scores belong to the target model it ran on.
 
 With `--veto LOG_ODDS` as well, the judge is asked about the questions cosine lets through too, and both
-splits are reported with the gate's veto at that log-odds (gate.JUDGE_VETOES: 0 for the default target). The
-veto acts only within a band above the cosine threshold (gate.JUDGE_VETO_BANDS), calibrated on dev like the
-judge's threshold: the middle of the best gap between the margins of the dev questions the veto would refuse,
-ties to the narrower band (the veto only refuses, so it refuses less when unsure). `--veto-band` reports a given
-one instead (`inf`: at any similarity, session 49's rule).
+splits are reported with the gate's veto at that log-odds (gate.JUDGE_VETOES: 0 for the default target).
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ import argparse
 import hashlib
 import itertools
 import json
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -54,35 +49,21 @@ def split_of(row_id: str) -> str:
     return "dev" if hashlib.sha1(row_id.encode()).digest()[0] % 2 == 0 else "held-out"
 
 
-def refused(
-    row: dict,
-    threshold: float,
-    judge_threshold: float | None = None,
-    veto: float | None = None,
-    veto_band: float | None = None,
-) -> bool:
+def refused(row: dict, threshold: float, judge_threshold: float | None = None, veto: float | None = None) -> bool:
     """Whether the gate (its own rule: gate.Relevance) refuses this row at these thresholds."""
     veto = applied_veto(veto, row.get("question", ""))  # as gate.assess applies it
-    reading = Relevance(row["similarity"], threshold, judge_threshold, row.get("judged"), veto, veto_band)
-    return not reading.covered
+    return not Relevance(row["similarity"], threshold, judge_threshold, row.get("judged"), veto).covered
 
 
-def rates(
-    rows: list[dict],
-    threshold: float,
-    judge_threshold: float | None = None,
-    veto: float | None = None,
-    veto_band: float | None = None,
-) -> dict:
+def rates(rows: list[dict], threshold: float, judge_threshold: float | None = None, veto: float | None = None) -> dict:
     answerable = [r for r in rows if r["answerable"]]
     unanswerable = [r for r in rows if not r["answerable"]]
-    refused_bad = sum(refused(r, threshold, judge_threshold, veto, veto_band) for r in unanswerable)
-    refused_good = sum(refused(r, threshold, judge_threshold, veto, veto_band) for r in answerable)
+    refused_bad = sum(refused(r, threshold, judge_threshold, veto) for r in unanswerable)
+    refused_good = sum(refused(r, threshold, judge_threshold, veto) for r in answerable)
     return {
         "threshold": round(threshold, 3),
         **({"judge_threshold": round(judge_threshold, 3)} if judge_threshold is not None else {}),
         **({"veto": veto} if veto is not None else {}),
-        **({"veto_band": round(veto_band, 4)} if veto is not None and veto_band is not None else {}),
         "unanswerable": len(unanswerable),
         "unanswerable_refused": round(refused_bad / len(unanswerable), 3) if unanswerable else None,
         "answerable": len(answerable),
@@ -90,14 +71,8 @@ def rates(
     }
 
 
-def balanced_accuracy(
-    rows: list[dict],
-    threshold: float,
-    judge_threshold: float | None = None,
-    veto: float | None = None,
-    veto_band: float | None = None,
-) -> float:
-    r = rates(rows, threshold, judge_threshold, veto, veto_band)
+def balanced_accuracy(rows: list[dict], threshold: float, judge_threshold: float | None = None) -> float:
+    r = rates(rows, threshold, judge_threshold)
     return ((r["unanswerable_refused"] or 0.0) + 1.0 - (r["answerable_refused"] or 0.0)) / 2
 
 
@@ -116,20 +91,6 @@ def calibrate_judge(dev: list[dict], threshold: float) -> float | None:
     edges = [scores[0] - 1.0, *scores, scores[-1] + 1.0]
     candidates = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
     return max(candidates, key=lambda t: (balanced_accuracy(dev, threshold, t), t))
-
-
-def calibrate_veto_band(dev: list[dict], threshold: float, judge_threshold: float | None, veto: float) -> float:
-    """The veto's band above `threshold` on dev: the middle of the best gap between the margins of the dev rows it
-    would refuse at any similarity; ties go to the narrower band. Beyond the widest margin: `inf` (no bound)."""
-    margins = sorted({
-        r["similarity"] - threshold
-        for r in dev
-        if refused(r, threshold, judge_threshold, veto) and r["similarity"] >= threshold
-    })  # fmt: skip
-    if not margins:
-        return math.inf
-    candidates = [0.0] + [(a + b) / 2 for a, b in itertools.pairwise(margins)] + [math.inf]
-    return max(candidates, key=lambda b: (balanced_accuracy(dev, threshold, judge_threshold, veto, b), -b))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,18 +120,9 @@ def main(argv: list[str] | None = None) -> int:
         help="with --judge: also judge the questions cosine lets through, and refuse those the judge scores below "
         "this (the gate's veto; 0 for the default target)",
     )
-    parser.add_argument(
-        "--veto-band",
-        type=float,
-        metavar="MARGIN",
-        help="with --veto: report both splits with the veto acting only this far above the cosine threshold "
-        "instead of calibrating the band on dev (inf: at any similarity)",
-    )
     args = parser.parse_args(argv)
     if args.veto is not None and not args.judge:
         parser.error("--veto needs --judge: the veto is the judge's")
-    if args.veto_band is not None and args.veto is None:
-        parser.error("--veto-band needs --veto: it bounds the veto")
     from app.copilot import Copilot, CopilotOptions, ModelOptions
 
     options = CopilotOptions(index_dir=args.index, park_bytes=0)  # every question stands alone: nothing to park
@@ -194,15 +146,11 @@ def main(argv: list[str] | None = None) -> int:
             row["judged"] = round(judging.judge(row["question"], row["passages"]), 4)
             print(f"judged {n}/{len(below)}: {row['judged']:+.2f} {row['question'][:70]}", file=sys.stderr)
         judge_threshold = calibrate_judge(dev, threshold) if args.judge_threshold is None else args.judge_threshold
-    band = args.veto_band
-    if args.veto is not None and band is None:
-        band = calibrate_veto_band(dev, threshold, judge_threshold, args.veto)
-    held_out = [r for r in rows if r["split"] == "held-out"]
     report = {
         "embedding_model": copilot.embedding_model,
         **({"target": options.models.target} if args.judge else {}),
-        "dev": rates(dev, threshold, judge_threshold, args.veto, band),
-        "held_out": rates(held_out, threshold, judge_threshold, args.veto, band),
+        "dev": rates(dev, threshold, judge_threshold, args.veto),
+        "held_out": rates([r for r in rows if r["split"] == "held-out"], threshold, judge_threshold, args.veto),
     }
     print(json.dumps(report, indent=1))
     for row in sorted(rows, key=lambda r: r["similarity"]):

@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 from copilot_fakes import FakeRetriever
 
 from app.copilot import Copilot
@@ -75,54 +74,9 @@ def test_a_veto_judges_what_cosine_lets_through_and_refuses_below_it(tmp_path, m
     monkeypatch.setattr(Copilot, "retrieval_only", classmethod(lambda cls, options=None: cls(None, options, retriever)))
     reports = []
     for veto in ("-1e9", "1e9"):
-        assert main([str(questions), "--threshold", "0.49", "--judge", f"--veto={veto}", "--veto-band=inf"]) == 0
+        assert main([str(questions), "--threshold", "0.49", "--judge", f"--veto={veto}"]) == 0
         out = capsys.readouterr().out
         reports.append(json.loads(out[: out.index("\n}") + 2]))
     assert [r["dev"]["veto"] for r in reports] == [-1e9, 1e9]
     assert [r["dev"]["answerable_refused"] + r["held_out"]["answerable_refused"] for r in reports] == [0.0, 2.0]
-    # a band calibrated on dev, where the veto would refuse only answerable questions, switches it off
-    assert main([str(questions), "--threshold", "0.49", "--judge", "--veto=1e9"]) == 0
-    out = capsys.readouterr().out
-    calibrated = json.loads(out[: out.index("\n}") + 2])
-    assert calibrated["dev"]["veto_band"] == 0.0 and calibrated["held_out"]["answerable_refused"] == 0.0
     assert main([str(questions), "--judge"]) == 0 and "veto" not in capsys.readouterr().out  # no veto asked
-
-
-def test_the_veto_band_is_the_middle_of_the_best_gap_between_vetoed_dev_margins():
-    import math
-
-    from app.copilot.gate_calibration import calibrate_veto_band, rates
-
-    def row(answerable, similarity, judged, question="Which node is it?"):
-        return {"answerable": answerable, "similarity": similarity, "judged": judged, "question": question}
-
-    # vetoed (judged below 0) unanswerable rows stand close to 0.49; answerable ones the veto would refuse, further up
-    dev = [row(False, 0.50, -0.1), row(False, 0.57, -0.2), row(True, 0.62, -0.1), row(True, 0.80, -0.3)]
-    dev += [row(True, 0.55, 0.4), row(False, 0.70, 0.5), row(True, 0.3, 0.7)]  # judged yes: never vetoed
-    dev += [row(True, 0.52, -0.5, "Can I drain it?")]  # asks yes or no: exempt, so it sets no margin
-    band = calibrate_veto_band(dev, 0.49, 0.618, 0.0)
-    assert math.isclose(band, (0.08 + 0.13) / 2)
-    banded, unbounded = rates(dev, 0.49, 0.618, 0.0, band), rates(dev, 0.49, 0.618, 0.0)
-    assert banded["unanswerable_refused"] == unbounded["unanswerable_refused"] == round(2 / 3, 3)
-    assert banded["answerable_refused"] == 0.0 and unbounded["answerable_refused"] == 0.4
-    assert banded["veto_band"] == round(band, 4) and "veto_band" not in unbounded
-    # nothing the veto would refuse: no bound; only answerable ones: the veto never acts (0, the narrowest)
-    assert calibrate_veto_band([row(True, 0.6, 0.3)], 0.49, 0.618, 0.0) == math.inf
-    assert calibrate_veto_band([row(True, 0.6, -0.3)], 0.49, 0.618, 0.0) == 0.0
-
-
-def test_a_given_veto_band_is_reported_and_needs_a_veto(tmp_path, monkeypatch, capsys, tiny_engine):
-    questions = tmp_path / "q.jsonl"
-    write_questions(questions, [{"id": f"q{i}", "question": f"drain node {i}?", "gold": ["a.md"]} for i in range(4)])
-    retriever = FakeRetriever([("a.md", "drain a node with scontrol")], similarity=0.9)
-    monkeypatch.setattr(Copilot, "retrieval_only", classmethod(lambda cls, options=None: cls(None, options, retriever)))
-    reports = []
-    for band in ("0.2", "inf"):  # 0.9 stands 0.41 above 0.49: outside the first band, inside the second
-        assert main([str(questions), "--threshold", "0.49", "--judge", "--veto=1e9", f"--veto-band={band}"]) == 0
-        out = capsys.readouterr().out
-        reports.append(json.loads(out[: out.index("\n}") + 2]))
-    assert [r["dev"]["answerable_refused"] + r["held_out"]["answerable_refused"] for r in reports] == [0.0, 2.0]
-    assert reports[0]["dev"]["veto_band"] == 0.2
-    with pytest.raises(SystemExit):
-        main([str(questions), "--judge", "--veto-band=0.1"])
-    assert "--veto-band needs --veto" in capsys.readouterr().err
