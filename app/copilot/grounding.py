@@ -227,14 +227,15 @@ def check_grounding(
     passages: Sequence[str],
     question: str = "",
     numbers: Sequence[int] | None = None,
-    asked: str | None = None,
 ) -> list[GroundingItem]:
     """Every checkable item of `answer`: commands, options, paths and code in order of appearance, then specifics.
 
-    The question counts as a source for specifics only (a user's own "2 hours" is not invented).
+    `question`: the user's words, the conversation's questions in a follow-up (pipeline.py). Their values are
+    the user's own (`NodeName=c042` built from a source's `NodeName=name`), and they count as a source for
+    specifics only (a user's own "2 hours" is not invented).
     A command, code line or option not found carries the closest one a passage has (nearest.py); one
-    found carries the sources' example values it kept where `asked` (the conversation's questions, by
-    default `question`) names the user's own (example_values.py).
+    found carries the sources' example values it kept where `question` names the user's own
+    (example_values.py).
     `numbers` are the passages' source numbers (default 1, 2, ...).
     """
     numbers = list(numbers) if numbers is not None else list(range(1, len(passages) + 1))
@@ -246,7 +247,7 @@ def check_grounding(
             found, adapted = sources.finds(kind, text)
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             unasked = sources.unasked_values(text) if adapted else ()
-            examples = example_values(text, sources.haystack, asked or question) if found else ()
+            examples = example_values(text, sources.haystack, question) if found else ()
             seen[text] = GroundingItem(
                 text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked, examples=examples
             )

@@ -509,12 +509,12 @@ class Copilot:
         config = replace(config, stop_strings=(*config.stop_strings, past_the_sources(prepared.all_passages)))
         shown = [shown_text(p) for p in prepared.all_passages]
         # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
-        guard = ContactGuard(shown, prepared.question)
+        guard = ContactGuard(shown, prepared.asked)
         # nothing streams before the answer cites a passage; one that never does (unless it quotes one passage
         # throughout: shown citing it), or writes the prompt's [n] placeholder as a value, is withheld (withhold.py)
         passages = prepared.all_passages
         cited = CitationGuard([p.number for p in passages] if options.withhold_uncited else [], _texts(passages))
-        code = CopiedCode(engine.tokenizer, shown, prepared.question) if options.code_from_sources else None
+        code = CopiedCode(engine.tokenizer, shown, prepared.asked) if options.code_from_sources else None
         text, ids, origins, first_token_s, event = [], [], [], None, None
         stream = engine.generate(prepared.prompt_ids, chunk_ids, config, code)
         try:
@@ -661,8 +661,7 @@ def _checked_final(
     numbers = [p.number for p in passages]
     # a left-out sentence's items are not the user's to check: they never see it
     checked_text = without_sentences(answer, [sentence for sentence, _ in left_out])
-    asked = " ".join([*(turn.question for turn in prepared.history), prepared.question])  # the user's values
-    checked = with_tools(check_grounding(checked_text, read, prepared.question, numbers, asked), passages, checked_text)
+    checked = with_tools(check_grounding(checked_text, read, prepared.asked, numbers), passages, checked_text)
     texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)
     if added is not None:  # said like a moved marker: the front ends note it, the eval counts it
@@ -748,6 +747,14 @@ class _Prepared:
     @property
     def all_passages(self) -> list[Passage]:
         return [*self.kept_passages, *self.new_passages]
+
+    @property
+    def asked(self) -> str:
+        """The conversation's questions, this one last: the user's own values (a node, a job id, "2 hours")
+        are theirs in a follow-up too. Asked to put back the node c117 drained a turn before, "and once it's
+        fixed, how do I put it back?" got a source's `scontrol update NodeName=name State=RESUME` with c117 in,
+        and the check flagged it as not in the sources, as only the question it answered could name c117."""
+        return "\n".join([*(turn.question for turn in self.history), self.question])
 
 
 def _dense(hit: Any) -> float | None:

@@ -221,6 +221,29 @@ def test_final_grounding_flags_invented_names_and_numbers_but_not_the_questions_
     assert ("2 hours", "quantity", True) in {(i.text, i.kind, i.found) for i in final.grounding}
 
 
+def test_a_follow_up_answer_may_use_the_values_an_earlier_question_gave(copilot, monkeypatch):
+    from generation.engine import Event
+    from generation.stats import Stats
+
+    answer = "Resume it with `scontrol update nodename=c042 state=resume` [2], after the 2 hours."
+    scripted_answer(copilot, monkeypatch, answer)
+    first = collect(copilot.answer("How do I drain node c042 for 2 hours?"))
+    filters = []
+    ids = copilot.engine.tokenizer(answer, add_special_tokens=False)["input_ids"]
+
+    def generate(prompt_ids, chunks, config, token_filter=None):
+        filters.append(token_filter)
+        yield Event(answer, ids, [], Stats(new_tokens=len(ids)), "eos")
+
+    monkeypatch.setattr(copilot.engine, "generate", generate)
+    final = collect(copilot.answer("And once it is fixed, how do I put it back?", history=[first.turn]))
+    items = {(item.text, item.kind): item for item in final.grounding}
+    # built from [2]'s `scontrol update nodename=NODE state=resume` with the node the first question named
+    assert items["scontrol update nodename=c042 state=resume", "code"].found and final.ungrounded == []
+    assert items["2 hours", "quantity"].found  # the user's own, said a turn before
+    assert filters[0].sources.holds_whole("code", "scontrol update nodename=c042 state=resume")  # steered alike
+
+
 def test_final_grounding_reads_the_passage_title_and_heading_the_model_was_shown(tiny_engine, monkeypatch):
     retriever = FakeRetriever([("sdiag.html", "Shows scheduler statistics.")], title="sdiag", heading="DESCRIPTION")
     copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), retriever)

@@ -43,7 +43,7 @@ def test_check_grounding_reads_the_conversations_questions_as_the_users_values()
     answer = "Run `scontrol show job 477` [1]."
     items = check_grounding(answer, [GUIDE], "And why is it still pending?")
     assert items[0].found and items[0].examples == ()
-    items = check_grounding(answer, [GUIDE], "And why is it still pending?", asked="My job 4711 waits. Why pending?")
+    items = check_grounding(answer, [GUIDE], "My job 4711 waits. Why pending?\nAnd why is it still pending?")
     assert items[0].found and items[0].examples == (("477", "4711"),)
 
 
