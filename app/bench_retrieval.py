@@ -10,7 +10,8 @@ edited, and the edit reverted. Then every question is asked of the three retriev
 means one of the top-5 chunks comes from a gold page (app.eval.metrics: ranx, sources matched by
 file name); questions with `gold: []` (the corpus cannot answer them) are left out.
 Latency is measured on the hybrid retriever with k=8 after a warm-up, over all questions.
-With --conversations (rows {id, kind, previous, question, gold}), each second question is
+With --conversations (rows {id, kind, previous, question, gold}; `previous` one question or a list of the
+conversation's questions so far, oldest first), each last question is
 searched as the copilot would search a follow-up, against the question with the previous
 one always and the question alone always: hit@5, MRR and precision (the share of the
 prompt's passages from a gold page), per kind (a real follow-up, a new topic, or a
@@ -232,7 +233,8 @@ def follow_up_retrieval(index: Path, conversations: list[dict], k: int = DEFAULT
     copilot = Copilot.retrieval_only(CopilotOptions(index_dir=index))
     scores: dict[str, dict[str, list[dict[str, float]]]] = {}
     for row in conversations:
-        history = [Turn(row["previous"], "", ())]
+        earlier = row["previous"]  # one question, or the conversation's questions so far, oldest first
+        history = [Turn(question, "", ()) for question in ([earlier] if isinstance(earlier, str) else earlier)]
         ranked = {
             "rule": copilot.retrieve_for(row["question"], history, k)[0],
             "with previous": copilot.retrieve(retrieval_query(row["question"], history), k),

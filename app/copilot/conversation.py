@@ -64,6 +64,9 @@ _ELLIPTICAL_WORDS = 3  # "Why?", "Any side effects?": too short to name a subjec
 # domain, so small gains are mostly its words, not a better page: chosen on the four older followups*.jsonl
 # (session 43; 0.045 before, from the first two), checked on followups_fresh3.jsonl (README, "Follow-ups")
 LEANING_GAIN = 0.117
+# how many earlier questions a follow-up is searched with at most: the previous one, and the one before it when
+# the previous one leaned on the conversation too (each more makes the joined query longer and vaguer)
+CHAIN = 2
 # what stands next to the existential "there" ("is there", "there's", "there might be"); elsewhere it points back
 _EXISTENTIAL = frozenset({
     "is", "are", "was", "were", "be", "been", "being", "s", "isn", "aren", "wasn", "weren", "will", "would",
@@ -93,9 +96,14 @@ def _points_there(words: list[str], i: int) -> bool:
 
 def retrieval_query(question: str, history: Sequence[Turn]) -> str:
     """The query for a question that does not stand on its own: it, then the previous question the
-    gate did not refuse ("how do I undo it?" after a refused question goes back to the topic before)."""
-    previous = next((turn.question for turn in reversed(history) if not turn.refused), None)
-    return question if previous is None else f"{question}\n{previous}"
+    gate did not refuse ("how do I undo it?" after a refused question goes back to the topic before).
+    When that one leaned on the conversation too, the one before it follows (at most `CHAIN` questions
+    back): in the chat, "which jobs are still running on it right now?" after "and once it's fixed, how do I
+    put it back?" after a question on draining node c042 was searched with the middle question alone, which
+    names neither a node nor draining, and got job state codes instead of `squeue`'s node filter."""
+    earlier = [turn.question for turn in reversed(history) if not turn.refused][:CHAIN]
+    chain = earlier[: next((n for n, asked in enumerate(earlier, 1) if not refers_back(asked)), len(earlier))]
+    return "\n".join([question, *chain])
 
 
 def follow_up_passages(

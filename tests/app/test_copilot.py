@@ -1016,6 +1016,23 @@ def test_a_follow_up_after_a_refused_question_goes_back_to_the_topic_before_it(t
     assert retrieval_query("why?", [refused.turn]) == "why?"  # nothing answered to go back to
 
 
+def test_a_follow_up_to_a_follow_up_is_searched_with_the_question_that_named_the_subject():
+    from app.copilot.conversation import retrieval_query
+    from app.copilot.events import Turn
+
+    def turn(question):
+        return Turn(question, "an answer [1]", ())
+
+    named = turn("How do I drain node c042 for maintenance?")
+    leaning = turn("and once it's fixed, how do I put it back?")
+    query = retrieval_query("which jobs are still running on it?", [named, leaning])
+    assert query == "which jobs are still running on it?\nand once it's fixed, how do I put it back?\n" + named.question
+    # the previous question names its own subject: it alone, as before
+    assert retrieval_query("and on it?", [leaning, named]) == "and on it?\n" + named.question
+    # at most CHAIN questions back, however long the chain of pronouns
+    assert retrieval_query("why?", [named, leaning, turn("and then?")]) == "why?\nand then?\n" + leaning.question
+
+
 def test_with_the_index_first_the_index_opens_while_the_models_load_in_this_thread(tiny_engine, monkeypatch, tmp_path):
     import retrieval.live
 
