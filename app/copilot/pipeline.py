@@ -397,9 +397,10 @@ class Copilot:
         """Compute `prompt_ids` up to where they part from `other_ids` (the answer's and the judge's prompts part at
         their closing line), as a piece of its own. Every answer's prompt is then computed in the same pieces,
         judged or not: on llamacpp-f16 logits depend on how a prompt is split into passes, and a judged answer went
-        on from the judge's prompt while an unjudged one was computed whole, so whether the judge was asked (the
-        veto's band, `--gate off`) changed answers where two tokens were near a tie (session 49: 28 of the 61 own
-        Slurm answers). Under the engine lock, after `_in_fixed_pieces`."""
+        on from the judge's prompt while an unjudged one was computed whole, so whether the judge was asked (a
+        yes-or-no question, `--gate off`, another target) changed answers where two tokens were near a tie (session
+        49: 28 of the 61 own Slurm answers moved when the veto had every question judged). Under the engine lock,
+        after `_in_fixed_pieces`."""
         target = self.engine.target
         parting = common_prefix_length(prompt_ids, other_ids)
         if parting >= len(prompt_ids) - 1 or target.snapshot_prefix(prompt_ids) >= parting:
