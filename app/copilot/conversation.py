@@ -101,9 +101,18 @@ def retrieval_query(question: str, history: Sequence[Turn]) -> str:
     back): in the chat, "which jobs are still running on it right now?" after "and once it's fixed, how do I
     put it back?" after a question on draining node c042 was searched with the middle question alone, which
     names neither a node nor draining, and got job state codes instead of `squeue`'s node filter."""
+    return "\n".join([question, *searched_with(history)])
+
+
+def your_previous(questions: int) -> str:
+    """How the front ends name the earlier questions a follow-up was searched with."""
+    return "your previous question" if questions == 1 else f"your {questions} previous questions"
+
+
+def searched_with(history: Sequence[Turn]) -> list[str]:
+    """The earlier questions `retrieval_query` joins to a follow-up, newest first (see there)."""
     earlier = [turn.question for turn in reversed(history) if not turn.refused][:CHAIN]
-    chain = earlier[: next((n for n, asked in enumerate(earlier, 1) if not refers_back(asked)), len(earlier))]
-    return "\n".join([question, *chain])
+    return earlier[: next((n for n, asked in enumerate(earlier, 1) if not refers_back(asked)), len(earlier))]
 
 
 def follow_up_passages(

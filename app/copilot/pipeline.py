@@ -21,7 +21,13 @@ from app.copilot import gate, loading, parking
 from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences, without_copied
 from app.copilot.code_spans import prose
-from app.copilot.conversation import follow_up_passages, keep_history, number_new_passages
+from app.copilot.conversation import (
+    follow_up_passages,
+    keep_history,
+    number_new_passages,
+    searched_with,
+    your_previous,
+)
 from app.copilot.copied_code import CopiedCode
 from app.copilot.definitions import defined_options, first_sentence
 from app.copilot.events import Event, Final, Passage, Recitation, Status, Token, Turn
@@ -261,7 +267,8 @@ class Copilot:
             yield Status("searching", SEARCHING)
             passages, query = self.retrieve_for(question, history, options.passages)
             searched_alone = bool(history) and query == question
-            with_previous = query != question  # a follow-up searched together with the question before it
+            # a follow-up searched together with the question before it (or the two before it): how many
+            with_previous = len(searched_with(history)) if query != question else 0
         # retrieved passages carry their similarity (also when a caller such as eval retrieved them)
         retrieved = any(p.similarity is not None for p in passages)
         relevance = None
@@ -291,7 +298,7 @@ class Copilot:
         yield Status(
             "passages",
             f"reading {len(prepared.new_passages)} passages ({len(prepared.prompt_ids)} prompt tokens)"
-            + ("; searched together with your previous question" if with_previous else "")
+            + (f"; searched together with {your_previous(with_previous)}" if with_previous else "")
             + (f"; warning: {warning}" if warning else ""),
             detail,
         )

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from app.copilot import Event, Final, Status, Token, Turn
+from app.copilot.conversation import your_previous
 from app.copilot.withhold import withheld_reason
 from app.web import render
 
@@ -49,8 +50,9 @@ class Exchange:
                     if turns
                     else f"read {_count(count, 'passage')}"
                 )
-                if event.detail.get("searched_with_previous"):  # so a follow-up's odd sources can be told apart
-                    self.reading += " · searched together with your previous question"
+                # so a follow-up's odd sources can be told apart
+                if earlier := event.detail.get("searched_with_previous"):
+                    self.reading += f" · searched together with {your_previous(int(earlier))}"
                 self.log += list(event.detail.get("sources", []))  # the sources, before the answer
                 if not count and not turns:
                     self.warning = (

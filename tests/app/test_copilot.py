@@ -932,14 +932,19 @@ def test_the_passages_status_says_whether_a_follow_up_was_searched_with_the_prev
         return status.detail["searched_with_previous"]
 
     first = list(copilot.answer("How do I drain a node?"))
-    assert searched_with_previous(first) is False
+    assert searched_with_previous(first) == 0
     final = next(e for e in first if isinstance(e, Final))
     follow = list(copilot.answer("And how do I undo it?", history=[final.turn]))
-    assert searched_with_previous(follow) is True  # no calibrated threshold here: it leans on the conversation
+    assert searched_with_previous(follow) == 1  # no calibrated threshold here: it leans on the conversation
     # the status line Slack shows says so too
     assert any(
         e.message.endswith("searched together with your previous question") for e in follow if isinstance(e, Status)
     )
+    # a follow-up of a follow-up is searched with both questions before it
+    second = next(e for e in follow if isinstance(e, Final))
+    again = list(copilot.answer("And why would it fail?", history=[final.turn, second.turn]))
+    assert searched_with_previous(again) == 2
+    assert any(e.message.endswith("with your 2 previous questions") for e in again if isinstance(e, Status))
 
 
 @pytest.mark.parametrize(

@@ -319,6 +319,7 @@ def test_a_port_in_use_or_out_of_range_is_refused_before_any_model_loads(monkeyp
         (6, 0, "read 6 passages"),
         (1, 0, "read 1 passage"),
         (2, 1, "read 2 new passages · with 1 earlier turn · searched together with your previous question"),
+        (2, 2, "read 2 new passages · with 2 earlier turns · searched together with your 2 previous questions"),
     ],
 )
 def test_the_reading_line_counts_passages_and_turns_in_words(count, turns, reading):
@@ -326,6 +327,7 @@ def test_the_reading_line_counts_passages_and_turns_in_words(count, turns, readi
     from app.web.session import Exchange
 
     exchange = Exchange("How do I drain a node?")
-    detail = {"count": count, "history_turns": turns, "searched_with_previous": reading.endswith("question")}
+    searched_with = 0 if "searched" not in reading else 1 if reading.endswith("question") else 2
+    detail = {"count": count, "history_turns": turns, "searched_with_previous": searched_with}
     exchange.apply(Status("passages", "reading", detail))
     assert exchange.reading == reading
