@@ -196,14 +196,36 @@ def weak_match_warning(reading: dict | None, gated: bool = False) -> str:
 REFUSAL = "The sources do not cover this question, so I will not guess an answer."
 
 
-def refusal_text(passages: Sequence[Passage]) -> str:
-    """What the copilot says instead of answering: plain, with the nearest sources to look at."""
+def refusal_text(passages: Sequence[Passage], question: str = "") -> str:
+    """What the copilot says instead of answering: plain, with the nearest sources to look at, each with the
+    log or code line of the question it holds verbatim, if any (`pasted_quotes`)."""
     lines = [REFUSAL]
     if passages:
         nearest = passages[:3]
+        quoted = pasted_quotes(question, nearest)
         lines.append("The nearest sources I found are:")
         lines += [
             f"- [{p.number}] {' › '.join(p.label_parts(p.source))} ({path})"
+            + (f", which has what you pasted: `{quoted[p.number]}`" if p.number in quoted else "")
             for p, path in zip(nearest, short_paths([p.source for p in nearest]), strict=True)
         ]
     return "\n".join(lines)
+
+
+def pasted_quotes(question: str, passages: Sequence[Passage]) -> dict[int, str]:
+    """{passage number: the longest run of the question it holds verbatim} for runs that read like a pasted log or
+    code line (a word with a digit or one of `:_=/<>[]{}`), not the asking prose. An operator pasted eight
+    slurmctld.log lines; the gate refused the question, and the first source it listed, an FAQ entry, quotes
+    "error: Munge decode failed: Expired credential" and explains it (session 50): saying so sends them there."""
+    from app.copilot.events import Segment
+    from app.copilot.quotes import mark_quotes
+
+    found: dict[int, str] = {}
+    for segment in mark_quotes([Segment(question)], {p.number: p.text for p in passages}):
+        run = segment.text.strip()
+        if segment.passage is not None and _PASTED.search(run) and len(run) > len(found.get(segment.passage, "")):
+            found[segment.passage] = run
+    return found
+
+
+_PASTED = re.compile(r"\w[:_=/<>\[\]{}]|\d|[_=/<>\[\]{}]\w")  # log and code marks inside or next to a word

@@ -436,7 +436,7 @@ class Copilot:
     def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float, judge_s: float = 0.0) -> Iterator[Event]:
         """The gate's answer: no answer is generated (the judge may have run: `judge_s`); the nearest sources
         are listed."""
-        text = gate.refusal_text(prepared.new_passages)
+        text = gate.refusal_text(prepared.new_passages, prepared.question)
         stats = {
             "new_tokens": 0,
             "retrieval_s": round(retrieval_s, 4),

@@ -118,3 +118,23 @@ def test_a_refusal_names_its_nearest_sources_by_the_paths_the_sources_list_shows
     assert text.startswith(REFUSAL) and "/root/.cache" not in text  # the cache folder says nothing
     assert "- [1] Download Slurm (download.html)" in text and "- [4] Drain (runbooks/drain.md)" in text
     assert refusal_text([Passage(3, "t", f"{html}/sinfo.html", "sinfo")]).endswith("- [3] sinfo (sinfo.html)")
+
+
+def test_a_refusal_says_which_nearest_source_holds_a_line_the_question_pasted():
+    from app.copilot.events import Passage
+    from app.copilot.gate import refusal_text
+
+    logged = "Logs show it, e.g.\nerror: Munge decode failed: Expired credential\nENCODED: Wed May 12"
+    faq = Passage(1, logged, "faq.html", "FAQ")
+    conf = Passage(2, "Errors seen on all of the compute nodes mean the clocks drift.", "slurm.conf.html", "slurm.conf")
+    question = (
+        "seeing this on all of the compute nodes, how do I fix it?\n"
+        "[2026-12-06T08:14:05.880] error: Munge decode failed: Expired credential\n"
+        "[2026-12-06T08:14:05.881] error: slurm_unpack_received_msg: Protocol authentication error"
+    )
+    lines = refusal_text([faq, conf], question).splitlines()
+    pasted = "`error: Munge decode failed: Expired credential`"
+    assert lines[2] == f"- [1] FAQ (faq.html), which has what you pasted: {pasted}"
+    # the asking prose it shares with [2] ("on all of the compute nodes", plain words) is no pasted line
+    assert lines[3] == "- [2] slurm.conf (slurm.conf.html)"
+    assert refusal_text([faq]) == refusal_text([faq], "How do I restart munge?")  # nothing pasted, nothing said
