@@ -44,7 +44,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.copilot.events import Passage
+from app.copilot.events import Passage, Segment
+from app.copilot.quotes import mark_quotes
 from app.copilot.source_paths import short_paths
 
 GATE_MODES = ("off", "warn", "refuse")
@@ -194,6 +195,7 @@ def weak_match_warning(reading: dict | None, gated: bool = False) -> str:
 
 
 REFUSAL = "The sources do not cover this question, so I will not guess an answer."
+_PASTED = re.compile(r"\w[:_=/<>\[\]{}]|\d|[_=/<>\[\]{}]\w")  # log and code marks inside or next to a word
 
 
 def refusal_text(passages: Sequence[Passage], question: str = "") -> str:
@@ -217,15 +219,9 @@ def pasted_quotes(question: str, passages: Sequence[Passage]) -> dict[int, str]:
     code line (a word with a digit or one of `:_=/<>[]{}`), not the asking prose. An operator pasted eight
     slurmctld.log lines; the gate refused the question, and the first source it listed, an FAQ entry, quotes
     "error: Munge decode failed: Expired credential" and explains it (session 50): saying so sends them there."""
-    from app.copilot.events import Segment
-    from app.copilot.quotes import mark_quotes
-
     found: dict[int, str] = {}
     for segment in mark_quotes([Segment(question)], {p.number: p.text for p in passages}):
         run = segment.text.strip()
         if segment.passage is not None and _PASTED.search(run) and len(run) > len(found.get(segment.passage, "")):
-            found[segment.passage] = run
+            found[segment.passage] = run.replace("`", "'")  # shown as inline code
     return found
-
-
-_PASTED = re.compile(r"\w[:_=/<>\[\]{}]|\d|[_=/<>\[\]{}]\w")  # log and code marks inside or next to a word
