@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--docs", type=Path, help="corpus folder (default: the Slurm docs via corpora.slurm)")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--skip-ingest", action="store_true", help="evaluate the existing index only")
+    parser.add_argument(
+        "--model", type=Path, help="the index's embedding model, when it is not the packaged one (trusts that folder)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="latency passes over the questions (default 3)")
     parser.add_argument(
         "--conversations", type=Path, help="JSONL of {id, kind, previous, question, gold}: follow-up retrieval"
@@ -313,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     from retrieval.retriever import open_index
 
     started = time.perf_counter()
-    hybrid = open_index(index)  # once: the embedding model takes seconds to load
+    hybrid = open_index(index, model=args.model)  # once: the embedding model takes seconds to load
     opened = {"open_index_seconds": round(time.perf_counter() - started, 3)}
     results["eval"] = opened | evaluate(hybrid, questions, args.repeats)
     if args.passages:

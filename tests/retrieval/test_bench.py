@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from retrieval_fakes import every_model_load_gives
+from retrieval_fakes import FakeEmbedder, every_model_load_gives
 
 from app import bench_retrieval
 from core.errors import run_reporting_errors
+from retrieval import query_embedder
+from retrieval.ingest import ingest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 QUESTIONS = [
@@ -107,3 +109,19 @@ def test_a_questions_file_that_cannot_be_read_is_one_clear_line_before_any_inges
     assert run_reporting_errors("python -m app.bench_retrieval", lambda: bench_retrieval.main(argv)) == 2
     assert said in capsys.readouterr().err
     assert not index.exists()  # failed before ingesting anything
+
+
+def test_an_index_built_with_another_embedding_model_is_measured_once_the_model_is_named(tmp_path, monkeypatch, capsys):
+    model_dir = tmp_path / "my-embedder"
+    model_dir.mkdir()
+    embedder = FakeEmbedder(str(model_dir.resolve()))
+    ingest([FIXTURES], tmp_path / "index", embedder=embedder)
+    monkeypatch.setattr(query_embedder, "load_query_embedder", lambda model=None, precision="auto": embedder)
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
+    argv = ["--index", str(tmp_path / "index"), "--questions", str(questions), "--skip-ingest", "--repeats", "1"]
+
+    assert run_reporting_errors("python -m app.bench_retrieval", lambda: bench_retrieval.main(argv)) == 2
+    assert f"pass --model {model_dir.resolve()} if you trust it" in capsys.readouterr().err
+    assert bench_retrieval.main([*argv, "--model", str(model_dir)]) == 0
+    assert "hit@5: hybrid" in capsys.readouterr().out
