@@ -26,10 +26,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import FENCE
 from app.copilot.events import GroundingItem, Quote, Segment
 from app.copilot.grounding import normalise
+from app.copilot.markers import cited_numbers
 from app.copilot.quotes import MIN_QUOTE_CHARS, MIN_QUOTE_WORDS, holds
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")

@@ -8,26 +8,14 @@ model wrote itself that a passage holds verbatim are found by text (quotes.py).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from app.copilot.events import Citations, Passage, Segment
-from app.copilot.markers import MARKER_GROUP
+from app.copilot.markers import cited_numbers
 from app.copilot.quotes import mark_quotes
-
-
-def cited_numbers(answer: str) -> list[int]:
-    """[n] markers in order of first use; [1, 2] and [1][2] both count."""
-    numbers: list[int] = []
-    for group in MARKER_GROUP.finditer(answer):
-        for part in re.split(r"[,;]", group.group(1)):
-            n = int(part)
-            if n not in numbers:
-                numbers.append(n)
-    return numbers
 
 
 def passage_of(origin: str) -> int | None:

@@ -21,11 +21,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 from app.copilot.events import Segment
+from app.copilot.markers import cited_numbers
 
 MIN_QUOTE_WORDS = 4
 MIN_QUOTE_CHARS = 20
 _WORD = re.compile(r"\S+")
-_MARKER = re.compile(r"\[(\d+)\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
 
@@ -79,7 +79,7 @@ def _split_quotes(text: str, passages: Mapping[int, str]) -> list[Segment]:
 
 def _sentence_markers(text: str, start: int, stop: int) -> list[int]:
     """The [n] markers of the sentence, or sentences, that text[start:stop] stands in."""
-    return [int(n) for n in _MARKER.findall(sentence_around(text, start, stop))]
+    return cited_numbers(sentence_around(text, start, stop))
 
 
 def sentence_around(text: str, start: int, stop: int) -> str:

@@ -59,11 +59,10 @@ from collections.abc import Mapping, Sequence
 
 from app.copilot.abstention import abstention_phrase
 from app.copilot.attribution import sentence_spans
-from app.copilot.citations import cited_numbers
 from app.copilot.code_spans import FENCE, INLINE, inline_code, line_spans, prose, prose_so_far
 from app.copilot.definitions import CONFIG_KEY
 from app.copilot.events import GroundingItem
-from app.copilot.markers import MARKER_GROUP
+from app.copilot.markers import MARKER_GROUP, cited_numbers
 from app.copilot.quotes import last_sentence_end
 from app.copilot.recite import MIN_RECITE_WORDS
 from app.copilot.specifics import SpecificsChecker

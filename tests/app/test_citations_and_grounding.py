@@ -1,8 +1,9 @@
 """Citation markers, provenance segments and the grounding check on handwritten answers."""
 
 from app.copilot import Passage
-from app.copilot.citations import build_citations, cited_numbers, provenance_segments
+from app.copilot.citations import build_citations, provenance_segments
 from app.copilot.grounding import GroundingSources, check_grounding, pieces
+from app.copilot.markers import cited_numbers
 from app.copilot.specifics import check_specifics
 from app.copilot.withhold import withheld_notice
 
@@ -18,6 +19,15 @@ def test_markers_in_order_of_first_use_and_invalid_ones_named():
     passages = [Passage(1, "a", "a.md"), Passage(2, "b", "b.md"), Passage(3, "c", "c.md")]
     citations = build_citations(answer, [], [], passages, lambda ids: "")
     assert citations.invalid == [7] and citations.valid == [2, 1, 3]
+
+
+def test_a_hostlist_quoted_from_a_log_is_no_citation():
+    answer = "Look for lines like this [4]:\n```\nerror: Nodes node[00,03,25] not responding\n```\n"
+    answer += "then c[1-2] and arr[3]."
+    passages = [Passage(n, "t", "t.md") for n in range(1, 7)]
+    citations = build_citations(answer, [], [], passages, lambda ids: "")
+    assert citations.markers == [4] and citations.invalid == []
+    assert cited_numbers("Drain it.[2] Then [3]\n[5] resume") == [2, 3, 5]  # after a full stop or a line break
 
 
 def test_segments_follow_the_token_origins():
