@@ -1,18 +1,23 @@
 """Does the web chat add latency? The same question through `specrag chat` and `specrag ask`.
 
-    python tests/web/compare_with_ask.py "QUESTION" [--port 7899] [model/index flags for both]
+    python tests/web/compare_with_ask.py "QUESTION" [--port 7899] [--browser] [model/index flags for both]
 
 Starts `specrag chat` with the given flags, waits until its models are loaded, asks the question
 through the /ask API (gradio_client, streaming) and stops the server; then runs `specrag ask
 --json` with the same flags. Both are the first question of a fresh process (same prefix
 prefill). Prints time to first token and decode tok/s: the chat's as the pipeline measured it
 and as the client saw it (first streamed text), and ask's as the pipeline measured it.
+
+With `--browser` the question is asked in the page itself, in Chromium on this machine (Playwright and
+Debian's `chromium`), and the chat's figures are the ones its stats line shows, with the CPU seconds
+Chromium spent while the answer streamed: a browser on the server's machine takes cores from the model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -42,6 +47,52 @@ def chat_figures(question: str, port: int, flags: list[str]) -> dict:
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def browser_figures(question: str, port: int, flags: list[str]) -> dict:
+    import psutil
+    from playwright.sync_api import sync_playwright
+
+    def chromium_cpu_s() -> float:
+        total = 0.0
+        for proc in psutil.process_iter(["name"]):
+            if "chrom" in (proc.info["name"] or ""):
+                try:
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+                except psutil.Error:
+                    pass
+        return total
+
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "chat", "--port", str(port), *flags], cwd=ROOT)
+    try:
+        _connect(f"http://127.0.0.1:{port}/", server)  # up
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_selector(".sr-ready", timeout=900_000)
+            before = chromium_cpu_s()
+            page.fill("#sr-question textarea", question)
+            page.click("#sr-ask")
+            page.wait_for_selector("#sr-chat .sr-details", timeout=900_000)
+            spent = chromium_cpu_s() - before
+            shown = page.locator('#sr-chat [data-testid="bot"]').last.inner_text()
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    stats = re.search(r"(\d+) tokens · ([\d.]+) tok/s · first token ([\d.]+) s", shown)
+    if stats is None:
+        raise SystemExit(f"no stats line in the chat's answer:\n{shown}")
+    return {
+        "client_ttft_s": float(stats[3]),
+        "pipeline_ttft_s": float(stats[3]),
+        "decode_tokens_per_s": float(stats[2]),
+        "new_tokens": int(stats[1]),
+        "chromium_cpu_s": round(spent, 1),
+        "shown": shown,  # the page's rendering, not the answer's markdown: not compared with ask's
+    }
 
 
 def _connect(url: str, server: subprocess.Popen):
@@ -83,16 +134,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("question")
     parser.add_argument("--port", type=int, default=7899)
+    parser.add_argument("--browser", action="store_true", help="ask in the page, in Chromium on this machine")
     args, flags = parser.parse_known_args()
-    chat = chat_figures(args.question, args.port, flags)
+    chat = (browser_figures if args.browser else chat_figures)(args.question, args.port, flags)
     ask = ask_figures(args.question, flags)
     print(json.dumps({"chat": chat, "ask": ask}, indent=1))
     print(
         f"chat: first token {chat['client_ttft_s']:.1f} s (client) / {chat['pipeline_ttft_s']:.1f} s (pipeline), "
-        f"{chat['decode_tokens_per_s']:.2f} tok/s; ask: first token {ask['pipeline_ttft_s']:.1f} s, "
-        f"{ask['decode_tokens_per_s']:.2f} tok/s; same answer: {chat['answer'].strip() == ask['answer'].strip()}"
+        f"{chat['decode_tokens_per_s']:.2f} tok/s{_chromium(chat)}; ask: first token {ask['pipeline_ttft_s']:.1f} s, "
+        f"{ask['decode_tokens_per_s']:.2f} tok/s; same answer: {_same(chat, ask)}"
     )
     return 0
+
+
+def _same(chat: dict, ask: dict) -> str:
+    return str(chat["answer"].strip() == ask["answer"].strip()) if "answer" in chat else "not compared (page text)"
+
+
+def _chromium(chat: dict) -> str:
+    return f" (Chromium used {chat['chromium_cpu_s']} CPU s)" if "chromium_cpu_s" in chat else ""
 
 
 if __name__ == "__main__":

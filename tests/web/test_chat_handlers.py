@@ -11,11 +11,11 @@ import pytest
 from copilot_fakes import FakeRetriever
 from tiny_chat import CYCLE, FIXTURE_DOCS, bigram_chat_model
 
-from app.copilot import AnswerOptions, Copilot, CopilotOptions, LoadedEngine
+from app.copilot import AnswerOptions, Copilot, CopilotOptions, LoadedEngine, Token
 from app.feedback import FeedbackStore
 from app.web import chat
 from app.web.backend import Backend
-from app.web.session import ChatState
+from app.web.session import ChatState, Exchange
 from generation.engine import Engine
 from generation.errors import ModelError
 from tiny import byte_tokenizer
@@ -331,3 +331,16 @@ def test_the_reading_line_counts_passages_and_turns_in_words(count, turns, readi
     detail = {"count": count, "history_turns": turns, "searched_with_previous": searched_with}
     exchange.apply(Status("passages", "reading", detail))
     assert exchange.reading == reading
+
+
+def test_tokens_update_the_page_at_most_ten_times_a_second(monkeypatch):
+    # every update re-renders the answer in the browser, which on a small machine takes CPU from the model
+    clock = iter(i * 0.01 for i in range(10_000))  # a token every 10 ms
+    monkeypatch.setattr(chat.time, "monotonic", lambda: next(clock))
+    tokens = [Token(f"t{i} ", [i], ["target"], {}) for i in range(100)]
+    state = ChatState()
+    turn = Exchange("q")
+    state.exchanges.append(turn)
+    updates = list(chat._stream(iter(tokens), turn, state, threading.Event(), 0.0))
+    assert 9 <= len(updates) <= 11  # one second of tokens
+    assert turn.answer.startswith("t0 t1 ")  # every token is folded in, shown or not
