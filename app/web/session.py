@@ -59,7 +59,8 @@ class Exchange:
                         "no passages: the index is empty or nothing matched, so this answer is not from your documents"
                     )
             if event.stage == "generating":
-                self.close(f"{self.reading} · first token after {self.elapsed():.1f} s")
+                # the title says the time: Gradio's duration after it would say it again ("4.6 s (4.6s)")
+                self.close(f"{self.reading} · first token after {self.elapsed():.1f} s", timed=False)
         elif isinstance(event, Token):
             self.answer += event.text
         elif isinstance(event, Final):
@@ -69,9 +70,9 @@ class Exchange:
             elif event.withheld:
                 self.warning = f"withheld: {withheld_reason(event.withheld)}"
 
-    def close(self, title: str) -> None:
+    def close(self, title: str, timed: bool = True) -> None:
         if self.pending:
-            self.pending, self.duration, self.title = False, self.elapsed(), title
+            self.pending, self.duration, self.title = False, self.elapsed() if timed else None, title
 
     def stopped(self) -> None:
         self.note = "stopped"

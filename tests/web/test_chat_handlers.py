@@ -67,6 +67,8 @@ def test_answer_streams_then_ends_with_sources_stats_and_provenance(engine, tmp_
     final = steps[-1][0][2]["content"]
     assert CYCLE.strip()[:10] in final and "sr-sources" in final and "tok/s" in final and 'class="prov' in final
     assert steps[-1][0][1]["metadata"]["status"] == "done"
+    status = steps[-1][0][1]["metadata"]  # the time to the first token is said once, in the title
+    assert "first token after" in status["title"] and "duration" not in status
 
 
 def test_follow_up_passes_the_history_on(engine, tmp_path):
