@@ -14,6 +14,7 @@ from pathlib import Path
 
 from retrieval import cut_code, near_duplicates, neighbours, query_embedder
 from retrieval.chunking import Chunk
+from retrieval.cross_references import only_references
 from retrieval.embeddings import DEFAULT_MODEL_NAME, resolve_model
 from retrieval.errors import IndexCorruptError, IndexMismatchError, InvalidArgumentError, RetrievalError
 from retrieval.fusion import RRF_K, reciprocal_rank_fusion
@@ -101,9 +102,10 @@ class BM25Retriever(SingleRetriever):
 class HybridRetriever(Retriever):
     """Dense + BM25, fused with reciprocal rank fusion, a near-copy of a better-ranked chunk left out
     (near_duplicates.py; `collapse_copies=False` keeps it), neighbours of one section joined into one
-    passage (neighbours.py; `join_neighbours=False` keeps them apart) and a passage cut inside a command or
-    code block completed (cut_code.py; `complete_code=False` leaves it cut); `.dense` and `.bm25` are usable
-    alone."""
+    passage (neighbours.py; `join_neighbours=False` keeps them apart), a passage cut inside a command or
+    code block completed (cut_code.py; `complete_code=False` leaves it cut) and a chunk of nothing but man page
+    references passed over (cross_references.py; `skip_references=False` keeps it); `.dense` and `.bm25` are
+    usable alone."""
 
     name = "hybrid"
 
@@ -118,6 +120,7 @@ class HybridRetriever(Retriever):
         join_neighbours: bool = True,
         join_window: int = JOIN_WINDOW,
         complete_code: bool = True,
+        skip_references: bool = True,
     ):
         self.index, self.embedder = index, embedder
         self.collapse_copies, self.join_neighbours, self.join_window = collapse_copies, join_neighbours, join_window
@@ -125,11 +128,14 @@ class HybridRetriever(Retriever):
         self.dense, self.bm25 = DenseRetriever(index, embedder), BM25Retriever(index)
         self.candidates, self.rrf_k = candidates, rrf_k
         self.weights = FUSION_WEIGHTS if weights is None else weights
+        chunks = index.chunks if skip_references else []
+        self._references = {row for row, chunk in enumerate(chunks) if only_references(chunk.text)}
 
     def _retrieve(self, query: str, k: int) -> list[ScoredChunk]:
         n = max(self.candidates, k)
         runs = {r.name: dict(r.hits(query, n)) for r in (self.dense, self.bm25)}
         fused = reciprocal_rank_fusion({name: list(hits) for name, hits in runs.items()}, self.rrf_k, self.weights)
+        fused = [hit for hit in fused if hit[0] not in self._references]
         chunks = self.index.chunks
         # neighbours of one section among the first `window` chunks become one passage (neighbours.py)
         window = self.join_window if self.join_neighbours else 0
