@@ -203,7 +203,7 @@ def refusal_text(passages: Sequence[Passage], question: str = "") -> str:
     log or code line of the question it holds verbatim, if any (`pasted_quotes`)."""
     lines = [REFUSAL]
     if passages:
-        nearest = passages[:3]
+        nearest = _distinct_places(passages, 3)
         quoted = pasted_quotes(question, nearest)
         lines.append("The nearest sources I found are:")
         lines += [
@@ -212,6 +212,19 @@ def refusal_text(passages: Sequence[Passage], question: str = "") -> str:
             for p, path in zip(nearest, short_paths([p.source for p in nearest]), strict=True)
         ]
     return "\n".join(lines)
+
+
+def _distinct_places(passages: Sequence[Passage], n: int) -> list[Passage]:
+    """The first `n` passages from different places: two chunks of one section (topology.conf › DESCRIPTION, [1]
+    and [2]) made two identical lines, and the front ends show a repeated line once, so only two sources stood."""
+    seen: set[tuple[str, ...]] = set()
+    places = []
+    for passage in passages:
+        place = (passage.source, *passage.label_parts(passage.source))
+        if place not in seen and len(places) < n:
+            seen.add(place)
+            places.append(passage)
+    return places
 
 
 def pasted_quotes(question: str, passages: Sequence[Passage]) -> dict[int, str]:

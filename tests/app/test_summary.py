@@ -120,6 +120,23 @@ def test_a_refusal_names_its_nearest_sources_by_the_paths_the_sources_list_shows
     assert refusal_text([Passage(3, "t", f"{html}/sinfo.html", "sinfo")]).endswith("- [3] sinfo (sinfo.html)")
 
 
+def test_a_refusal_names_three_different_places_when_two_passages_share_one():
+    from app.copilot.events import Passage
+    from app.copilot.gate import refusal_text
+
+    conf = "topology.conf.html"
+    passages = [
+        Passage(1, "a", conf, "topology.conf", "DESCRIPTION"),
+        Passage(2, "b", conf, "topology.conf", "DESCRIPTION"),
+    ]
+    passages += [
+        Passage(3, "c", "topology.html", "Topology Guide"),
+        Passage(4, "d", "sbatch.html", "sbatch", "OPTIONS"),
+    ]
+    listed = [line.split("]")[0] for line in refusal_text(passages).splitlines() if line.startswith("- [")]
+    assert listed == ["- [1", "- [3", "- [4"]
+
+
 def test_a_refusal_says_which_nearest_source_holds_a_line_the_question_pasted():
     from app.copilot.events import Passage
     from app.copilot.gate import refusal_text
