@@ -1,7 +1,7 @@
 """A chunk that only points at other pages is no passage.
 
 A man page's SEE ALSO section is a list of references, "slurm.conf(5), slurmctld(8)", and on the Slurm index
-each one is a chunk of its own (31 of them). Such a chunk is almost nothing but the name a question mentions, so
+each one is a chunk of its own (28 of them). Such a chunk is almost nothing but the name a question mentions, so
 it ranks near the top for any question naming that file or command: "How do I print the full slurm.conf the
 controller is currently running with?" got four of them among its first eight passages, and the model read
 nothing from them. Retrieval passes over chunks that hold no word outside such references.

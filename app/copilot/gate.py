@@ -221,9 +221,11 @@ def _distinct_places(passages: Sequence[Passage], n: int) -> list[Passage]:
     places = []
     for passage in passages:
         place = (passage.source, *passage.label_parts(passage.source))
-        if place not in seen and len(places) < n:
+        if place not in seen:
             seen.add(place)
             places.append(passage)
+            if len(places) == n:
+                break
     return places
 
 

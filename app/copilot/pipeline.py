@@ -309,7 +309,7 @@ class Copilot:
                     if warm is None:
                         return  # refused
                     yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
-                else:  # a judged answer goes on from the judge's prompt, computed in fixed pieces
+                else:  # not judged: computed in the same pieces as a judged answer, up to its closing line first
                     yield Status("prefilling", f"prefilling {len(prepared.prompt_ids)} prompt tokens…")
                     warm = self._warm_once()
                     self._in_fixed_pieces(prepared.prompt_ids)
