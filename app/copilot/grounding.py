@@ -41,6 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, inline_code, options, without_fences
+from app.copilot.declared_placeholders import as_placeholders, declared_placeholders
 from app.copilot.events import GroundingItem
 from app.copilot.example_values import example_values
 from app.copilot.nearest import nearest_in_sources
@@ -240,11 +241,15 @@ def check_grounding(
     """
     numbers = list(numbers) if numbers is not None else list(range(1, len(passages) + 1))
     sources = GroundingSources(passages, question)
+    declared = declared_placeholders(answer)
     seen: dict[str, GroundingItem] = {}
+    checked_as: dict[str, str] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
-        if text and text not in seen and not is_placeholder(text):
-            found, adapted = sources.finds(kind, text)
+        checked = as_placeholders(text, declared)  # "Replace `job_id` with ..." made `job_id` a slot
+        if text and text not in seen and not is_placeholder(checked):
+            found, adapted = sources.finds(kind, checked)
+            checked_as[text] = checked
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             unasked = sources.unasked_values(text) if adapted else ()
             examples = example_values(text, sources.haystack, question) if found else ()
@@ -252,18 +257,20 @@ def check_grounding(
                 text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked, examples=examples
             )
     specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
-    return [_placed(item, sources, numbers) for item in [*seen.values(), *specifics]]
+    placed = [_placed(item, sources, numbers, checked_as.get(item.text, item.text)) for item in seen.values()]
+    return [*placed, *(_placed(item, sources, numbers, item.text) for item in specifics)]
 
 
-def _placed(item: GroundingItem, sources: GroundingSources, numbers: Sequence[int]) -> GroundingItem:
+def _placed(item: GroundingItem, sources: GroundingSources, numbers: Sequence[int], checked: str) -> GroundingItem:
     """`item` with the passages that hold it verbatim, for the check of what its sentence cites
-    (attribution.py), or, found otherwise, with those it was put together from."""
+    (attribution.py), or, found otherwise, with those it was put together from; `checked` is its text as
+    checked (declared placeholders marked)."""
     if not item.found:
         return item
-    holders = () if item.adapted else sources.holders(numbers, item.text)
+    holders = () if item.adapted else sources.holders(numbers, checked)
     if holders:
         return replace(item, holders=holders)
-    return replace(item, built_from=sources.builders(numbers, item.kind, item.text))
+    return replace(item, built_from=sources.builders(numbers, item.kind, checked))
 
 
 def is_placeholder(text: str) -> bool:

@@ -183,6 +183,27 @@ def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted(
     assert verbatim[0].found and not verbatim[0].adapted
 
 
+def test_a_value_the_answer_says_to_replace_is_a_placeholder_but_an_option_it_says_to_replace_is_not():
+    # session 52, slurm-004: the right command, the source's `123` written as `job_id` and declared a slot by
+    # "Replace `job_id` with ...", was flagged, as was the lone `JOBID` of "where `JOBID` is ..."
+    passages = ["Jobs may depend on others: sbatch --depend=afterok:123 my.job", "Show a step: sstat -j 11"]
+    answer = (
+        "[1] Use `--depend=afterok:job_id`:\n\n```\nsbatch --depend=afterok:job_id my.job\n```\n\n"
+        "Replace `job_id` with the ID of the first job. Run `sstat -j JOBID`, where `JOBID` is the job's ID.\n"
+        "`sbatch --afterok=job_id my.job` `sbatch --depend=afterok:jobid my.job`\n"  # an invented option; no slot
+        "Replace `--wait` with `--depend=afterok:123`.\n"  # an option said to be replaced stays a claim
+    )
+    items = {item.text: item for item in check_grounding(answer, passages, "How do I chain two jobs?")}
+    for text in ("--depend=afterok:job_id", "sbatch --depend=afterok:job_id my.job", "sstat -j JOBID"):
+        assert items[text].found and items[text].adapted, text
+    assert "job_id" not in items and "JOBID" not in items  # lone declared slots, as a lone <job_id>
+    for text in ("sbatch --afterok=job_id my.job", "sbatch --depend=afterok:jobid my.job", "--wait"):
+        assert not items[text].found, text
+    # without the declaration the same command is flagged
+    bare = {item.text: item for item in check_grounding("`sbatch --depend=afterok:job_id my.job`", passages)}
+    assert not bare["sbatch --depend=afterok:job_id my.job"].found
+
+
 def test_a_sources_joined_placeholders_filled_with_the_questions_names_are_adapted_not_flagged():
     passages = ["disable server <backend>/<server>\nMark the server DOWN for maintenance.", "show table <name>"]
     question = "We need to patch web-07 in the api backend right now. How do I pull it out of the pool?"

@@ -1,0 +1,37 @@
+"""Values the answer itself tells the operator to fill in: "Replace `job_id` with the ID of the simulation job."
+
+A source's `sbatch --depend=afterok:123 my.job` written as `sbatch --depend=afterok:job_id my.job`, followed by
+"Replace `job_id` with ...", names a slot as plainly as `<job_id>` does: the operator is told to put their own
+value there, and nothing in it is a claim about the software. The grounding check reads such a word as the
+placeholder it was declared to be (`<job_id>`), so the command is found as a source's command with the user's
+own value, and a lone `job_id` span is no item, as a lone `<job_id>` is not.
+
+Only identifier-like words are taken (`job_id`, `JOBID`, `node.name`): an option (`--mem`) or a path the answer
+says to replace is a claim and stays one.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = r"[A-Za-z_][\w.]*"
+# "Replace `X` with ...", "substitute `X` by ...", "where `X` is/are/stands for ..."
+_DECLARED = re.compile(
+    rf"\b(?:[Rr]eplac(?:e|ing)|[Ss]ubstitut(?:e|ing))\s+`({_WORD})`\s+(?:with|by)\b"
+    rf"|\b[Ww]here\s+`({_WORD})`\s+(?:is|are|stands\s+for)\b"
+)
+
+
+def declared_placeholders(answer: str) -> frozenset[str]:
+    """The identifier-like words `answer` declares as values for the operator to fill in."""
+    return frozenset(word for match in _DECLARED.finditer(answer) for word in match.groups() if word)
+
+
+def as_placeholders(text: str, declared: frozenset[str]) -> str:
+    """`text` with each whole occurrence of a declared word written as a placeholder (`job_id` -> `<job_id>`)."""
+    if not declared:
+        return text
+    pattern = (
+        r"(?<![\w.<-])(?:" + "|".join(re.escape(w) for w in sorted(declared, key=len, reverse=True)) + r")(?![\w>-])"
+    )
+    return re.sub(pattern, lambda m: f"<{m.group(0)}>", text)
