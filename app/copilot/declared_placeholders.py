@@ -8,6 +8,9 @@ own value, and a lone `job_id` span is no item, as a lone `<job_id>` is not.
 
 Only identifier-like words are taken (`job_id`, `JOBID`, `node.name`): an option (`--mem`) or a path the answer
 says to replace is a claim and stays one.
+
+A path under `/path/to/` is the documentation's own way of writing such a slot (`/path/to/cleanup_script.sh`):
+alone it is no item either, as no operator reads it as a file the software has.
 """
 
 from __future__ import annotations
@@ -25,6 +28,14 @@ _DECLARED = re.compile(
 def declared_placeholders(answer: str) -> frozenset[str]:
     """The identifier-like words `answer` declares as values for the operator to fill in."""
     return frozenset(word for match in _DECLARED.finditer(answer) for word in match.groups() if word)
+
+
+_STAND_IN_PATH = re.compile(r"/path/to(?:/[^\s/]+)*/?")
+
+
+def is_stand_in_path(text: str) -> bool:
+    """Is `text` a path of the `/path/to/...` kind, a slot for the operator's own file?"""
+    return bool(_STAND_IN_PATH.fullmatch(text.strip()))
 
 
 def as_placeholders(text: str, declared: frozenset[str]) -> str:

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, inline_code, options, without_fences
-from app.copilot.declared_placeholders import as_placeholders, declared_placeholders
+from app.copilot.declared_placeholders import as_placeholders, declared_placeholders, is_stand_in_path
 from app.copilot.events import GroundingItem
 from app.copilot.example_values import example_values
 from app.copilot.nearest import nearest_in_sources
@@ -247,7 +247,7 @@ def check_grounding(
     for kind, text in extract_items(answer):
         text = normalise(text)
         checked = as_placeholders(text, declared)  # "Replace `job_id` with ..." made `job_id` a slot
-        if text and text not in seen and not is_placeholder(checked):
+        if text and text not in seen and not is_placeholder(checked) and not is_stand_in_path(text):
             found, adapted = sources.finds(kind, checked)
             checked_as[text] = checked
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)

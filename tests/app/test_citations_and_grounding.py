@@ -204,6 +204,14 @@ def test_a_value_the_answer_says_to_replace_is_a_placeholder_but_an_option_it_sa
     assert not bare["sbatch --depend=afterok:job_id my.job"].found
 
 
+def test_a_path_under_path_to_is_a_slot_not_a_file_the_sources_must_have():
+    passages = ["Epilog: Fully qualified pathname of a script to execute on every node when a job ends."]
+    answer = "Set `Epilog=/path/to/cleanup_script.sh` in slurm.conf, e.g. /path/to/cleanup.sh or /etc/slurm/epilog.sh."
+    items = {item.text: item for item in check_grounding(answer, passages)}
+    assert "/path/to/cleanup.sh" not in items and "/path/to/cleanup_script.sh" not in items
+    assert not items["/etc/slurm/epilog.sh"].found  # a real-looking path no source has is still flagged
+
+
 def test_a_sources_joined_placeholders_filled_with_the_questions_names_are_adapted_not_flagged():
     passages = ["disable server <backend>/<server>\nMark the server DOWN for maintenance.", "show table <name>"]
     question = "We need to patch web-07 in the api backend right now. How do I pull it out of the pool?"
