@@ -55,6 +55,9 @@ _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-
 _QUOTED = re.compile(r'["“]([a-z][\w.-]* [^"“”\n]+)["”]')
 _COMMAND_MARK = re.compile(r"(?:^|\s)--?[A-Za-z]|\w=\S|<[^<>\s]+>")
 _SPACE = re.compile(r"\s+")
+# A shell comment in words ("# Install the PAM module", "# For example:"), which no one runs; a root prompt
+# before a command ("# sacctmgr add user ...", the man pages' way) starts lowercase and is checked.
+_COMMENT = re.compile(r"#+\s+[A-Z][^=<>`]*")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
 _SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d[\d\-:/T]*)")  # -N1, -S2014-07-03-11:40 (a date)
 _VALUE_SPLIT = re.compile(r"[:,]")
@@ -281,7 +284,8 @@ def is_placeholder(text: str) -> bool:
 def extract_items(answer: str) -> Iterable[tuple[str, str]]:
     for block in FENCE.finditer(answer):
         for line in block.group(1).splitlines():
-            if line.strip().strip("`"):  # a closing fence cut short by the length limit is no code
+            # a closing fence cut short by the length limit is no code, nor is a comment in words
+            if line.strip().strip("`") and not _COMMENT.fullmatch(line.strip()):
                 yield "code", drop_prompt(line)
     prose = without_fences(answer)
     for code in inline_code(prose):

@@ -204,6 +204,21 @@ def test_a_value_the_answer_says_to_replace_is_a_placeholder_but_an_option_it_sa
     assert not bare["sbatch --depend=afterok:job_id my.job"].found
 
 
+def test_a_comment_in_words_in_a_code_block_is_no_item_but_a_root_prompts_command_is():
+    # session 52, slurm-035: three comment lines of a code block were flagged as invented commands
+    passages = ["Add a user: # sacctmgr add user da DefaultAccount=test"]
+    answer = (
+        "```\n# Install the Slurm PAM module\n# For example, on a Debian-based system:\n"
+        "sudo apt-get install slurm-pam\n# sacctmgr add user da DefaultAccount=test\n"
+        "# sacctmgr add user da DefaultAccount=nope\n```"
+    )
+    items = {item.text: item for item in check_grounding(answer, passages)}
+    assert not any(text.startswith(("# Install", "# For example")) for text in items)
+    assert not items["sudo apt-get install slurm-pam"].found
+    assert items["# sacctmgr add user da DefaultAccount=test"].found
+    assert not items["# sacctmgr add user da DefaultAccount=nope"].found
+
+
 def test_a_path_under_path_to_is_a_slot_not_a_file_the_sources_must_have():
     passages = ["Epilog: Fully qualified pathname of a script to execute on every node when a job ends."]
     answer = "Set `Epilog=/path/to/cleanup_script.sh` in slurm.conf, e.g. /path/to/cleanup.sh or /etc/slurm/epilog.sh."
