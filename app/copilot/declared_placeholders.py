@@ -42,7 +42,5 @@ def as_placeholders(text: str, declared: frozenset[str]) -> str:
     """`text` with each whole occurrence of a declared word written as a placeholder (`job_id` -> `<job_id>`)."""
     if not declared:
         return text
-    pattern = (
-        r"(?<![\w.<-])(?:" + "|".join(re.escape(w) for w in sorted(declared, key=len, reverse=True)) + r")(?![\w>-])"
-    )
-    return re.sub(pattern, lambda m: f"<{m.group(0)}>", text)
+    words = "|".join(re.escape(word) for word in sorted(declared, key=len, reverse=True))
+    return re.sub(rf"(?<![\w.<-])(?:{words})(?![\w>-])", lambda m: f"<{m.group(0)}>", text)

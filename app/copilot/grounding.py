@@ -254,7 +254,7 @@ def check_grounding(
             found, adapted = sources.finds(kind, checked)
             checked_as[text] = checked
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
-            unasked = sources.unasked_values(text) if adapted else ()
+            unasked = sources.unasked_values(checked) if adapted else ()
             examples = example_values(text, sources.haystack, question) if found else ()
             seen[text] = GroundingItem(
                 text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked, examples=examples

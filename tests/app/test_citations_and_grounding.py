@@ -195,7 +195,7 @@ def test_a_value_the_answer_says_to_replace_is_a_placeholder_but_an_option_it_sa
     )
     items = {item.text: item for item in check_grounding(answer, passages, "How do I chain two jobs?")}
     for text in ("--depend=afterok:job_id", "sbatch --depend=afterok:job_id my.job", "sstat -j JOBID"):
-        assert items[text].found and items[text].adapted, text
+        assert items[text].found and items[text].adapted and items[text].unasked == (), text
     assert "job_id" not in items and "JOBID" not in items  # lone declared slots, as a lone <job_id>
     for text in ("sbatch --afterok=job_id my.job", "sbatch --depend=afterok:jobid my.job", "--wait"):
         assert not items[text].found, text
