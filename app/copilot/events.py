@@ -175,6 +175,7 @@ FINISH_LABELS = {
     "length": "cut at the length limit",
     "withheld": "stopped: withheld, see the notice",
     "past_sources": "stopped: the answer went on to a source that does not exist",
+    "unnumbered": "stopped: the answer wrote [n] where a source's number belongs",
 }
 
 
@@ -183,7 +184,8 @@ class Final:
     question: str
     answer: str
     # "eos" | "length" | "stop" | "repeat" | "gated" | "withheld" (stopped where it was withheld) | "past_sources"
-    # (stopped at a line opening with a source number past the last source: pipeline.past_the_sources)
+    # (stopped at a line opening with a source number past the last source: pipeline.past_the_sources) |
+    # "unnumbered" (stopped where it cited by the prompt's [n] placeholder: withhold.unnumbered_citation)
     finish_reason: str
     passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
     sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score

@@ -537,8 +537,8 @@ class Copilot:
                 origins += new_origins
                 stats = self._stats(event.stats, origins, started, warm)
                 yield Token(cited.feed(guard.feed(event.text)), list(event.token_ids), new_origins, stats)
-                if guard.tripped or cited.notice:
-                    break  # the answer is withheld: the rest of it would never be shown
+                if guard.tripped or cited.notice or cited.unnumbered:
+                    break  # the answer is withheld, or ends where it cited by [n]: the rest would never be shown
         finally:
             stream.close()
         stats = self._stats(event.stats, origins, started, warm) | {
@@ -556,6 +556,8 @@ class Copilot:
         finish = "withheld" if guard.tripped or cited.tripped else event.finish_reason or "length"
         if finish == "stop" and not options.stop:
             finish = "past_sources"  # the one stop string of our own
+        if cited.unnumbered:
+            finish = "unnumbered"
         tokenizer, models = self.engine.tokenizer, self.loaded.describe() if self.loaded else {}
         yield _checked_final(
             prepared,

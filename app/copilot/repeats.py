@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 
 from app.copilot.markers import MARKER_GROUP
+from app.copilot.unnumbered import unnumbered_citation
 
 MIN_KEY_CHARS = 20  # shorter units ("```", "}", "Example:") may legitimately come twice
 MIN_REPEATED_CHARS = 80  # how much of an earlier answer said again tells a repeat; a short sentence may recur
@@ -55,7 +56,10 @@ def shown_answer(answer: str, finish_reason: str) -> str:
 
     An answer that ended on its own can repeat a sentence too ("[3] X ... [6] X"), and then
     shows it once; its code is left alone, where a repeated line can be a real step (the same
-    command in two examples)."""
+    command in two examples). One stopped where it cited by the prompt's `[n]` shows what came before it
+    (unnumbered.py)."""
+    if finish_reason == "unnumbered":
+        answer = answer[: unnumbered_citation(answer)]
     return collapse_repeats(answer, code=finish_reason == "repeat", cut=finish_reason in ("repeat", "length"))
 
 

@@ -66,6 +66,7 @@ from app.copilot.markers import MARKER_GROUP, cited_numbers
 from app.copilot.quotes import last_sentence_end
 from app.copilot.recite import MIN_RECITE_WORDS
 from app.copilot.specifics import SpecificsChecker
+from app.copilot.unnumbered import unnumbered_citation
 
 WITHHELD_KINDS = {"phone": "a phone number", "email": "an email address", "version": "a version or address"}
 _ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what to look up instead
@@ -361,6 +362,7 @@ class CitationGuard:
         self._released = 0
         self.notice = ""  # not '': the answer wrote a marker as a value, or ended without citing any passage
         self.added: int | None = None  # an uncited answer that quotes this passage throughout: shown citing it
+        self.unnumbered = False  # the answer cited by the [n] placeholder: shown up to there, and stopped
 
     @property
     def tripped(self) -> bool:
@@ -369,13 +371,17 @@ class CitationGuard:
 
     def feed(self, delta: str) -> str:
         """Take the next shown piece of the answer; return what may now be shown."""
-        if self.notice:
+        if self.notice or self.unnumbered:
             return ""
         if not self._numbers:
             return delta
         self._text += delta
         prose = prose_so_far(self._text, _CODE)
         if _TEMPLATE.search(prose):
+            end = unnumbered_citation(self._text)
+            if end is not None and self._numbers.intersection(cited_numbers(self._text[:end])):
+                self.unnumbered = True
+                return self._release(end)
             self.notice = PLACEHOLDER
         elif _MARKER_AS_VALUE.search(prose):
             self.notice = MARKER_AS_VALUE
@@ -392,7 +398,7 @@ class CitationGuard:
 
     def flush(self) -> str:
         """The answer ended: the held-back rest, or '' and the UNCITED notice when it cited no passage."""
-        if not self._numbers or self.notice:
+        if not self._numbers or self.notice or self.unnumbered:
             return ""
         if _MARKER_AS_VALUE_AT_END.search(prose_so_far(self._text, _CODE)):
             self.notice = MARKER_AS_VALUE

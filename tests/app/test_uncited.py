@@ -11,6 +11,7 @@ from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, co
 from app.copilot.abstention import abstains
 from app.copilot.events import Passage, Token
 from app.copilot.pipeline import final_from_text
+from app.copilot.repeats import shown_answer
 from app.copilot.summary import check_notes
 from app.copilot.withhold import MARKER_AS_VALUE, PLACEHOLDER, UNCITED, WITHHELD, CitationGuard, quoted_source
 from app.eval.questions import Question
@@ -52,6 +53,34 @@ def test_the_prompts_placeholder_in_prose_trips_the_guard_before_it_shows():
     assert shown == "[3] The meeting page [5] lists it. The on-call administrator is " and "[n" not in shown
     assert guard.notice == PLACEHOLDER and PLACEHOLDER.startswith(WITHHELD) and abstains(PLACEHOLDER)
     assert guard.feed(" More words.") == ""  # nothing after the trip
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # fresh8 s8-10: a right answer that ended "as described in the [n]" was withheld whole
+        (
+            "[1] Output goes to slurm-%j.out. Choose another name with `-o`, as described in the [n] page. More.",
+            "[1] Output goes to slurm-%j.out. Choose another name with `-o`",
+        ),
+        ("[1] Use `-o`. See [n] for the rest.", "[1] Use `-o`."),
+        ("[1] Use `-o` [2].\n\n[n] Then check it.", "[1] Use `-o` [2]."),
+    ],
+)
+def test_the_placeholder_where_a_source_number_belongs_ends_the_answer_but_shows_what_came_before(text, shown):
+    guard = CitationGuard([1, 2, 3])
+    streamed = feed_all(guard, list(text))  # up to the placeholder: its leading words may have streamed
+    assert guard.unnumbered and streamed.startswith(shown) and text.startswith(streamed) and "[n" not in streamed
+    assert shown_answer(text, "unnumbered") == shown  # what the front ends show once it has ended
+    assert not guard.notice and not guard.tripped  # shown, not withheld
+    assert guard.feed(" More.") == ""
+
+
+def test_the_placeholder_where_a_value_may_belong_or_before_any_citation_still_withholds():
+    for text in ("[1] Contact [n] for help.", "[n] Use `-o`.", "[1] The admin is [n]."):
+        guard = CitationGuard([1, 2])
+        feed_all(guard, list(text))
+        assert guard.notice == PLACEHOLDER and not guard.unnumbered, text
 
 
 @pytest.mark.parametrize(
@@ -199,6 +228,16 @@ def test_the_pipeline_stops_at_the_placeholder(tiny_engine, monkeypatch):
     final, shown = events[-1], "".join(e.text for e in events if isinstance(e, Token))
     assert shown.startswith("[1] Drain it first.") and "[n" not in shown
     assert final.withheld == PLACEHOLDER and final.finish_reason == "withheld" and final.turn.refused
+    assert "More." not in final.answer  # generation stopped at the placeholder
+
+
+@pytest.mark.withholds_uncited
+def test_the_pipeline_stops_at_a_placeholder_citation_and_shows_the_answer_before_it(tiny_engine, monkeypatch):
+    answer = "[1] Drain it with `scontrol update NodeName=n1 State=DRAIN`, as shown in [n]. " + "More. " * 20
+    events = list(copilot_saying(tiny_engine, monkeypatch, answer).answer("How do I drain a node?"))
+    final = events[-1]
+    assert final.shown == "[1] Drain it with `scontrol update NodeName=n1 State=DRAIN`"
+    assert not final.withheld and not final.turn.refused and final.finish_reason == "unnumbered"
     assert "More." not in final.answer  # generation stopped at the placeholder
 
 
