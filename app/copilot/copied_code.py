@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot.code_spans import OPTION, line_spans
-from app.copilot.grounding import GroundingSources, drop_prompt, is_comment, normalise
+from app.copilot.grounding import GroundingSources, drop_prompt, normalise
 from generation import arrays
 from generation.arrays import Logits
 
@@ -145,7 +145,7 @@ class CopiedCode:
             elif is_open and stripped and "```".startswith(stripped):
                 pass  # a fence mark still being written
             elif in_fence:
-                if not is_comment(line, is_open) and self._fails(drop_prompt(line), "code", is_open):
+                if self._fails(drop_prompt(line), "code", is_open):
                     return True
             elif self._prose_fails(line, offset, start, is_open):
                 return True

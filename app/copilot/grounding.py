@@ -58,7 +58,6 @@ _SPACE = re.compile(r"\s+")
 # A shell comment in words ("# Install the PAM module", "# For example:"), which no one runs; a root prompt
 # before a command ("# sacctmgr add user ...", the man pages' way) starts lowercase and is checked.
 _COMMENT = re.compile(r"#+\s+[A-Z][^=<>`]*")
-_COMMENT_START = re.compile(r"#+\s*")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
 _SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d[\d\-:/T]*)")  # -N1, -S2014-07-03-11:40 (a date)
 _VALUE_SPLIT = re.compile(r"[:,]")
@@ -277,13 +276,6 @@ def _placed(item: GroundingItem, sources: GroundingSources, numbers: Sequence[in
     return replace(item, built_from=sources.builders(numbers, item.kind, checked))
 
 
-def is_comment(line: str, still_open: bool = False) -> bool:
-    """Is a code block's `line` a comment in words, which no one runs (and the decoding filter leaves alone)?
-    A line still being written is one while it may become one (`#`, `# `)."""
-    line = line.strip()
-    return bool(_COMMENT.fullmatch(line) or (still_open and _COMMENT_START.fullmatch(line)))
-
-
 def is_placeholder(text: str) -> bool:
     """A bare stand-in such as `<job_id>`: the user fills it in, nothing to find in a source or to run."""
     return bool(_PLACEHOLDER.fullmatch(text.strip()))
@@ -293,7 +285,7 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
     for block in FENCE.finditer(answer):
         for line in block.group(1).splitlines():
             # a closing fence cut short by the length limit is no code, nor is a comment in words
-            if line.strip().strip("`") and not is_comment(line):
+            if line.strip().strip("`") and not _COMMENT.fullmatch(line.strip()):
                 yield "code", drop_prompt(line)
     prose = without_fences(answer)
     for code in inline_code(prose):

@@ -114,15 +114,6 @@ def test_closing_a_span_is_allowed_only_when_the_check_finds_it(tokenizer):
     assert not code.violated("`made up` and then", len("`made up` and the"))
 
 
-def test_a_comment_in_words_in_a_block_is_written_freely_as_the_check_does_not_judge_it(tokenizer):
-    wish = "```\n# Reboot the node once its jobs end\nscontrol reboot ASAP nextstate=RESUME c042\n```"
-    code = CopiedCode(tokenizer, PASSAGES, QUESTION)
-    assert decode_wish(tokenizer, wish, code) == wish and code.steered == code.left_alone == 0
-    # a root prompt's command is code, and still steered
-    invented = "```\n# systemctl restart slurmd\n```"
-    assert decode_wish(tokenizer, invented, CopiedCode(tokenizer, PASSAGES, QUESTION)) != invented
-
-
 def test_the_end_of_a_text_is_in_code_in_a_block_a_span_or_an_option():
     assert in_code_item("see\n```\nsinfo -R")
     assert in_code_item("run `sinfo")
