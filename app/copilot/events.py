@@ -185,7 +185,7 @@ class Final:
     answer: str
     # "eos" | "length" | "stop" | "repeat" | "gated" | "withheld" (stopped where it was withheld) | "past_sources"
     # (stopped at a line opening with a source number past the last source: pipeline.past_the_sources) |
-    # "unnumbered" (stopped where it cited by the prompt's [n] placeholder: withhold.unnumbered_citation)
+    # "unnumbered" (stopped where it cited by the prompt's [n] placeholder: unnumbered.py)
     finish_reason: str
     passages: list[Passage]  # every passage in the prompt (this turn's and the history's)
     sources: list[dict[str, Any]]  # passages cited or copied from, with title, heading, path, score

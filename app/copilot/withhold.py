@@ -66,7 +66,7 @@ from app.copilot.markers import MARKER_GROUP, cited_numbers
 from app.copilot.quotes import last_sentence_end
 from app.copilot.recite import MIN_RECITE_WORDS
 from app.copilot.specifics import SpecificsChecker
-from app.copilot.unnumbered import unnumbered_citation
+from app.copilot.unnumbered import TEMPLATE, unnumbered_citation
 
 WITHHELD_KINDS = {"phone": "a phone number", "email": "an email address", "version": "a version or address"}
 _ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what to look up instead
@@ -75,9 +75,9 @@ _ADVICE = {"phone": "contact", "email": "contact", "version": "version"}  # what
 _OPEN_TAIL = re.compile(r"(?:\+?\(?\d[\d .()-]*|[\w.+-]*(?:@[\w.-]*)?)\Z")
 _TAIL_WINDOW = 200  # characters searched for that tail; a longer one is held from the window's start
 WITHHELD = "The sources do not cover this: the drafted answer"  # how every notice starts
-# the placeholder the prompt's instruction writes its citations as ("... as [n]"): in an answer's prose it
-# stands where the model had no value and no source ("the on-call administrator is [n]")
-_TEMPLATE = re.compile(r"\[[nN]\]")
+# TEMPLATE (unnumbered.py), the placeholder the prompt's instruction writes its citations as ("... as [n]"): in an
+# answer's prose it stands where the model had no value and no source ("the on-call administrator is [n]"), or,
+# after words leading to a citation, where it had no number; this is its start, still forming
 _TEMPLATE_TAIL = re.compile(r"\[[nN]?\Z")
 PLACEHOLDER = (
     f"{WITHHELD} left the prompt's [n] placeholder where a value or source belongs, so it is not shown. "
@@ -377,7 +377,7 @@ class CitationGuard:
             return delta
         self._text += delta
         prose = prose_so_far(self._text, _CODE)
-        if _TEMPLATE.search(prose):
+        if TEMPLATE.search(prose):
             end = unnumbered_citation(self._text)
             if end is not None and self._numbers.intersection(cited_numbers(self._text[:end])):
                 self.unnumbered = True
