@@ -246,13 +246,11 @@ def check_grounding(
     sources = GroundingSources(passages, question)
     declared = declared_placeholders(answer)
     seen: dict[str, GroundingItem] = {}
-    checked_as: dict[str, str] = {}
     for kind, text in extract_items(answer):
         text = normalise(text)
         checked = as_placeholders(text, declared)  # "Replace `job_id` with ..." made `job_id` a slot
         if text and text not in seen and not is_placeholder(checked) and not is_stand_in_path(text):
             found, adapted = sources.finds(kind, checked)
-            checked_as[text] = checked
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
             unasked = sources.unasked_values(checked) if adapted else ()
             examples = example_values(text, sources.haystack, question) if found else ()
@@ -260,7 +258,7 @@ def check_grounding(
                 text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked, examples=examples
             )
     specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
-    placed = [_placed(item, sources, numbers, checked_as.get(item.text, item.text)) for item in seen.values()]
+    placed = [_placed(item, sources, numbers, as_placeholders(item.text, declared)) for item in seen.values()]
     return [*placed, *(_placed(item, sources, numbers, item.text) for item in specifics)]
 
 

@@ -14,7 +14,6 @@ import re
 from app.copilot.code_spans import prose_so_far
 
 TEMPLATE = re.compile(r"\[[nN]\]")
-_CODE = " code "
 # words that lead to a citation, or the start of a sentence or line, right before the placeholder
 _LEADS_TO_CITATION = re.compile(
     r"(?:,\s*)?\b(?:(?:as\s+(?:\w+\s+)?|\w+ed\s+)?(?:in|at|from|on|under)|see|according\s+to|refer\s+to)(?:\s+the)?"
@@ -29,7 +28,7 @@ def unnumbered_citation(text: str) -> int | None:
     before the words leading to it, trailing spaces and commas dropped. None when it writes none, or writes the
     first one where a value may belong."""
     for match in TEMPLATE.finditer(text):
-        if not TEMPLATE.search(prose_so_far(text[: match.end()], _CODE)):
+        if not TEMPLATE.search(prose_so_far(text[: match.end()])):
             continue  # in code
         lead = _LEADS_TO_CITATION.search(text, 0, match.start())
         if lead is None:
