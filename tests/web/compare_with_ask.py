@@ -21,15 +21,29 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from chromium import ARGS, CHROMIUM
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def chat_figures(question: str, port: int, flags: list[str]) -> dict:
+@contextmanager
+def chat_server(port: int, flags: list[str]) -> Iterator[Any]:
+    """`specrag chat FLAGS` on `port`, with the user's own home (models, calibration); yields a connected client."""
     server = subprocess.Popen([sys.executable, "-m", "app.cli", "chat", "--port", str(port), *flags], cwd=ROOT)
     try:
-        client = _connect(f"http://127.0.0.1:{port}/", server)
+        yield _connect(f"http://127.0.0.1:{port}/", server)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def chat_figures(question: str, port: int, flags: list[str]) -> dict:
+    with chat_server(port, flags) as client:
         job = _ask_when_loaded(client, question)
         started, first_text, record = time.perf_counter(), None, {}
         for record in job:
@@ -44,9 +58,6 @@ def chat_figures(question: str, port: int, flags: list[str]) -> dict:
             "new_tokens": stats["new_tokens"],
             "answer": record["answer"],
         }
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def browser_figures(question: str, port: int, flags: list[str]) -> dict:
@@ -64,24 +75,18 @@ def browser_figures(question: str, port: int, flags: list[str]) -> dict:
                     pass
         return total
 
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "chat", "--port", str(port), *flags], cwd=ROOT)
-    try:
-        _connect(f"http://127.0.0.1:{port}/", server)  # up
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_selector(".sr-ready", timeout=900_000)
-            before = chromium_cpu_s()
-            page.fill("#sr-question textarea", question)
-            page.click("#sr-ask")
-            page.wait_for_selector("#sr-chat .sr-details", timeout=900_000)
-            spent = chromium_cpu_s() - before
-            shown = page.locator('#sr-chat [data-testid="bot"]').last.inner_text()
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+    with chat_server(port, flags), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector(".sr-ready", timeout=900_000)
+        before = chromium_cpu_s()
+        page.fill("#sr-question textarea", question)
+        page.click("#sr-ask")
+        page.wait_for_selector("#sr-chat .sr-details", timeout=900_000)
+        spent = chromium_cpu_s() - before
+        shown = page.locator('#sr-chat [data-testid="bot"]').last.inner_text()
+        browser.close()
     stats = re.search(r"(\d+) tokens · ([\d.]+) tok/s · first token ([\d.]+) s", shown)
     if stats is None:
         raise SystemExit(f"no stats line in the chat's answer:\n{shown}")

@@ -16,12 +16,8 @@ from pathlib import Path
 import pytest
 from artifacts import artifacts_dir
 from chat_process import running_chat
+from chromium import ARGS, CHROMIUM
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
 LAST_ANSWER_JS = """() => {
   const bots = [...document.querySelectorAll('#sr-chat [data-testid="bot"]')];
   const answers = bots.filter(b => b.innerText.includes('Cwm'));
