@@ -13,8 +13,8 @@ Answers, SQuAD-style: `normalize_answer` lowercases, drops punctuation, the arti
 and extra whitespace; exact match and token F1 take the best over the references.
 `reference_contained`: some normalised reference is a substring of the normalised answer
 (fits long answers to short-answer references such as Spec-Bench's). Keyword recall is
-the share of answer keywords found in the answer, compared casefolded with whitespace
-collapsed but punctuation kept (keywords are often options like `--array=0-9%2`).
+the share of answer keywords found whole in the answer, with whitespace collapsed but punctuation
+kept (keywords are often options like `--array=0-9%2`), case ignored but in options.
 """
 
 from __future__ import annotations
@@ -119,9 +119,21 @@ def reference_contained(answer: str, references: Sequence[str]) -> float | None:
 
 
 def keyword_recall(answer: str, keywords: Sequence[str]) -> float | None:
-    """Share of `keywords` in `answer` (casefolded, whitespace collapsed, punctuation kept); None without any."""
+    """Share of `keywords` in `answer` (whitespace collapsed, punctuation kept); None without any.
+
+    A keyword counts only as a whole: where it begins or ends with a word character, the answer must not
+    go on with one there (`Name=` is not in `--job-name=`, `cpu` is not in `cpus`). Case is ignored except
+    in an option (`-N` and `-n` are two options)."""
     if not keywords:
         return None
-    text = _SPACE.sub(" ", answer.casefold())
-    found = sum(_SPACE.sub(" ", k.casefold().strip()) in text for k in keywords)
-    return round(found / len(keywords), 6)
+    text = _SPACE.sub(" ", answer)
+    return round(sum(_keyword_in(_SPACE.sub(" ", k.strip()), text) for k in keywords) / len(keywords), 6)
+
+
+def _keyword_in(keyword: str, text: str) -> bool:
+    pattern = re.escape(keyword)
+    if re.match(r"\w", keyword):
+        pattern = r"(?<![\w-])" + pattern
+    if re.search(r"\w$", keyword):
+        pattern += r"(?!\w)"
+    return re.search(pattern, text, 0 if keyword.startswith("-") else re.IGNORECASE) is not None

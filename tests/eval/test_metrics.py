@@ -78,6 +78,15 @@ def test_keyword_recall_keeps_punctuation_and_ignores_case_and_spacing():
     assert metrics.keyword_recall(answer, []) is None
 
 
+def test_keyword_recall_counts_a_keyword_only_as_a_whole_and_an_option_in_its_case():
+    answer = "Run `scontrol change --job-name=new <job_id>` or `srun --ntasks=6`; cpus are counted per node."
+    assert metrics.keyword_recall(answer, ["Name="]) == 0.0  # inside --job-name=
+    assert metrics.keyword_recall(answer, ["-N"]) == 0.0  # --ntasks is not -N
+    assert metrics.keyword_recall(answer, ["cpu"]) == 0.0  # cpus
+    assert metrics.keyword_recall(answer, ["--job-name", "SCONTROL", "node"]) == 1.0
+    assert metrics.keyword_recall("Use -N 3 with GrpTRES=cpu=100.", ["-N", "cpu", "GrpTRES"]) == 1.0
+
+
 def test_a_gated_answer_is_scored_as_saying_nothing_though_its_source_titles_hold_a_keyword():
     from app.copilot import citations as cite
     from app.copilot.events import Final, Passage, Turn
