@@ -103,13 +103,23 @@ def _wait_for_models(backend: Backend, turn: Exchange, state: ChatState, stop: S
         yield state.messages(), state
 
 
-def answer_options(temperature: float, passages: float, speculation: str, max_tokens: float) -> dict[str, Any]:
-    return {
+def answer_options(
+    temperature: float, passages: float, speculation: str, max_tokens: float, gate: str | None = None
+) -> dict[str, Any]:
+    """The page's answer settings; `gate` overrides the command's relevance gate for this answer."""
+    options = {
         "temperature": float(temperature),
         "passages": int(passages),
         "speculation": speculation,
         "max_new_tokens": int(max_tokens),
     }
+    return options | {"gate": gate} if gate else options
+
+
+def answer_anyway_button(state: ChatState | None) -> gr.Button:
+    """ "Answer anyway" can be clicked only while the last answer is the relevance gate's refusal."""
+    last = state.exchanges[-1] if isinstance(state, ChatState) and state.exchanges else None
+    return gr.Button(interactive=bool(last and last.final is not None and last.final.gated))
 
 
 def banner(backend: Backend) -> tuple[str, gr.Timer]:

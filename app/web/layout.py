@@ -1,11 +1,13 @@
 """The page layout and event wiring of the chat (handlers live in chat.py).
 
-Events: ask (textbox submit or the Ask button) and retry run `respond` in the shared
-"engine" concurrency slot (limit 1; gradio shows the queue position on the chat), as does
-the API endpoint `/ask`; stop sets the session's stop flag outside the queue, and can be
-clicked only while an answer of this page runs (from its first output to its end); new
-conversation closes any running answer (gradio `cancels`) and clears the state; thumbs
-up/down store a vote; a 1 s timer shows the loading progress until the models are ready.
+Events: ask (textbox submit or the Ask button), retry and answer anyway run `respond` in the
+shared "engine" concurrency slot (limit 1; gradio shows the queue position on the chat), as does
+the API endpoint `/ask`; answer anyway asks the last question again with the relevance gate
+only warning, and can be clicked only while the last answer is the gate's refusal; stop sets
+the session's stop flag outside the queue, and can be clicked only while an answer of this page
+runs (from its first output to its end); new conversation closes any running answer (gradio
+`cancels`) and clears the state; thumbs up/down store a vote; a 1 s timer shows the loading
+progress until the models are ready.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Page:
     ask: gr.Button
     stop: gr.Button
     retry: gr.Button
+    anyway: gr.Button
     new: gr.Button
     controls: list[gr.components.Component]
     comment: gr.Textbox
@@ -95,6 +98,9 @@ def _chat_column() -> dict[str, gr.components.Component]:
         stop = gr.Button("Stop", variant="secondary", scale=1, min_width=80, elem_id="sr-stop", interactive=False)
     with gr.Row():
         retry = gr.Button("Retry", size="sm", elem_id="sr-retry")
+        # off until the gate refuses a question: then the operator, who sees the nearest sources listed, may
+        # still want the model's reading of them, shown under the gate's warning
+        anyway = gr.Button("Answer anyway", size="sm", elem_id="sr-anyway", interactive=False)
         new = gr.Button("New conversation", size="sm", elem_id="sr-new")
     return {
         "status": status,
@@ -103,6 +109,7 @@ def _chat_column() -> dict[str, gr.components.Component]:
         "ask": ask,
         "stop": stop,
         "retry": retry,
+        "anyway": anyway,
         "new": new,
     }
 
@@ -141,14 +148,18 @@ def _wire_status(app: gr.Blocks, page: Page, backend: Backend) -> None:
 
 
 def _wire_answers(page: Page, backend: Backend, event_delay: float) -> list:
-    """Ask and retry: show the question at once, then answer in the engine slot. Returns both events."""
+    """Ask, retry and answer anyway: show the question at once, then answer in the engine slot. Returns the
+    answering events."""
 
-    def run(question_text, chat_state, temperature, passages, speculation, max_tokens, request: gr.Request):
-        options = chat.answer_options(temperature, passages, speculation, max_tokens)
-        stop = gr.Button(interactive=True)  # sent once, with the first output; the rest leave it be
-        for messages, state in chat.respond(backend, question_text, chat_state, options, request, event_delay):
-            yield messages, state, stop
-            stop = gr.skip()
+    def answering(gate: str | None):
+        def run(question_text, chat_state, temperature, passages, speculation, max_tokens, request: gr.Request):
+            options = chat.answer_options(temperature, passages, speculation, max_tokens, gate)
+            stop = gr.Button(interactive=True)  # sent once, with the first output; the rest leave it be
+            for messages, state in chat.respond(backend, question_text, chat_state, options, request, event_delay):
+                yield messages, state, stop
+                stop = gr.skip()
+
+        return run
 
     def echo(question_text: str, chat_state: ChatState):
         return "", question_text, [*chat_state.messages(), *Exchange(question_text or "").messages()]
@@ -165,14 +176,19 @@ def _wire_answers(page: Page, backend: Backend, event_delay: float) -> list:
         [page.question, page.pending, page.chatbot],
         queue=False,
     )
-    retrying = page.retry.click(pop_last, [page.state], [page.pending, page.chatbot, page.state], queue=False)
-    answering = [
+    popped = [pop_last, [page.state], [page.pending, page.chatbot, page.state]]
+    retrying, anyway = page.retry.click(*popped, queue=False), page.anyway.click(*popped, queue=False)
+    run, warned = answering(None), answering("warn")
+    events = [
         asking.then(run, inputs, outputs, api_name=False, show_progress="full", **ENGINE),
         retrying.then(run, inputs, outputs, api_name=False, show_progress="full", **ENGINE),
+        anyway.then(warned, inputs, outputs, api_name=False, show_progress="full", **ENGINE),
     ]
-    for event in answering:  # runs after an answer ends, failed or not (a cancelled one: see new conversation)
-        event.then(_stop_off, None, page.stop, queue=False)
-    return answering
+    for event in events:  # runs after an answer ends, failed or not (a cancelled one: see new conversation)
+        event.then(_stop_off, None, page.stop, queue=False).then(
+            chat.answer_anyway_button, page.state, page.anyway, queue=False
+        )
+    return events
 
 
 def _stop_off() -> gr.Button:
@@ -190,9 +206,9 @@ def _wire_session(page: Page, backend: Backend, running: list) -> None:
 
     page.stop.click(request_stop, None, None, queue=False)
     page.new.click(
-        lambda: (ChatState(), [], "", "", _stop_off()),
+        lambda: (ChatState(), [], "", "", _stop_off(), gr.Button(interactive=False)),
         None,
-        [page.state, page.chatbot, page.question, page.feedback_note, page.stop],
+        [page.state, page.chatbot, page.question, page.feedback_note, page.stop, page.anyway],
         cancels=running,
         queue=False,
     )

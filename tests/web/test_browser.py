@@ -218,3 +218,27 @@ def test_first_start_serves_the_page_at_once_and_shows_the_index_being_built(bro
         page.screenshot(path=str(path), full_page=True)
         print(f"screenshot: {path}")
         page.close()
+
+
+def test_a_refused_question_is_answered_anyway_under_the_gates_warning(browser, chat_server, tmp_path):
+    """The chat's relevance gate at its default (refuse) on the fixture index, whose MiniLM is calibrated."""
+    model, index = chat_server[2] / "tiny-chat-model", chat_server[2] / "index"
+    args = ["--index", str(index), "--target", str(model), "--draft", "none", "--max-new-tokens", "24"]
+    with running_chat(tmp_path, *args, "--repeat-span", "0") as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.wait_for_selector(".sr-ready", timeout=120_000)
+        assert not page.locator("#sr-anyway").is_enabled()  # nothing refused yet
+        ask(page, "Which French painter lived in Giverny?")
+        page.wait_for_selector("#sr-chat :text('do not cover this question')", timeout=60_000)
+        page.wait_for_function("!document.querySelector('#sr-anyway').disabled", timeout=10_000)
+        page.click("#sr-anyway")
+        page.wait_for_selector("#sr-chat .sr-stats:has-text('24 tokens')", timeout=60_000)
+        chat_text = page.locator("#sr-chat").inner_text()
+        assert "may not cover this question" in chat_text and "do not cover this question" not in chat_text
+        assert page.locator('#sr-chat [data-testid="user"]').count() == 1  # asked again, not asked twice
+        page.wait_for_function("document.querySelector('#sr-anyway').disabled", timeout=10_000)
+        path = artifacts_dir(tmp_path) / "07-answered-anyway.png"
+        page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot: {path}")
+        page.close()

@@ -346,3 +346,33 @@ def test_tokens_update_the_page_at_most_ten_times_a_second(monkeypatch):
     updates = list(chat._stream(iter(tokens), turn, state, threading.Event(), 0.0))
     assert 9 <= len(updates) <= 11  # one second of tokens
     assert turn.answer.startswith("t0 t1 ")  # every token is folded in, shown or not
+
+
+def test_a_refused_question_can_be_answered_anyway_under_the_gates_warning(engine, tmp_path, monkeypatch):
+    from app.copilot import gate
+
+    monkeypatch.setitem(gate.THRESHOLDS, "fake-model", 0.5)  # the fake retriever's embedder, calibrated
+    retriever = fixture_retriever()
+    retriever.similarity = 0.3  # below it: refused
+    backend = ready_backend(engine, tmp_path, retriever)
+    options = chat.answer_options(0.0, 3, "hybrid", 48)
+    *_, (messages, state) = chat.respond(backend, "How do I rotate the glyph bank?", None, options, None)
+    assert state.exchanges[-1].final.gated and "do not cover" in answer_of(messages)
+    assert chat.answer_anyway_button(state).interactive is True
+
+    question = state.pop_last().question  # what the button's first step does, as retry's does
+    warned = chat.answer_options(0.0, 3, "hybrid", 48, gate="warn")
+    *_, (messages, state) = chat.respond(backend, question, state, warned, None)
+    final = state.exchanges[-1].final
+    assert len(state.exchanges) == 1 and not final.gated and final.stats["new_tokens"] > 0
+    assert "may not cover this question" in messages[-1]["content"]  # answered, under the gate's warning
+    assert chat.answer_anyway_button(state).interactive is False  # an answer, not a refusal: nothing to override
+
+    *_, (_, state) = chat.respond(backend, "And the next one?", state, options, None)  # the command's gate again
+    assert state.exchanges[-1].final.gated
+
+
+def test_answer_anyway_is_off_without_a_refusal():
+    assert chat.answer_anyway_button(None).interactive is False
+    assert chat.answer_anyway_button(ChatState()).interactive is False
+    assert "gate" not in chat.answer_options(0.0, 6, "none", 64)
