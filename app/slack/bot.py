@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slack_bolt import App
@@ -56,6 +56,7 @@ class Job:
     ts: str  # the asking message
     follow_up: bool  # asked inside an existing thread: its earlier messages are history
     bot: BotIdentity
+    gate: str | None = None  # the relevance gate for this answer; None: the bridge's (an "Answer anyway" sets warn)
 
 
 class SlackBridge:
@@ -64,6 +65,7 @@ class SlackBridge:
         self.feedback = feedback if feedback is not None else FeedbackStore()
         self.dedup = Deduper()
         self.answers: OrderedDict[str, dict[str, Any]] = OrderedDict()  # key -> what a vote on it stores
+        self.refused: OrderedDict[str, Job] = OrderedDict()  # key -> the job the gate refused, for "Answer anyway"
         self._answers_lock = threading.Lock()
         self.events_handled = 0
         self.queue = AnswerQueue(settings.concurrency, self.run)
@@ -110,7 +112,10 @@ class SlackBridge:
         try:
             set_status(job.thread, SEARCHING)
             history = self.history(job) if job.follow_up else []
-            events = self.copilot.answer(job.question, history=history, options=self.settings.answer)
+            options = self.settings.answer
+            if job.gate:
+                options = replace(options or self.copilot.options.answer, gate=job.gate)
+            events = self.copilot.answer(job.question, history=history, options=options)
             try:
                 render_answer(events, job.thread, self.settings.stream, key, lambda f: self.remember(key, job, f))
             finally:
@@ -153,8 +158,11 @@ class SlackBridge:
         }
         with self._answers_lock:
             self.answers[key] = record
-            while len(self.answers) > REMEMBERED_ANSWERS:
-                self.answers.popitem(last=False)
+            if final.gated:
+                self.refused[key] = job
+            for remembered in (self.answers, self.refused):
+                while len(remembered) > REMEMBERED_ANSWERS:
+                    remembered.popitem(last=False)
 
     # --- feedback buttons ---
 
@@ -177,6 +185,23 @@ class SlackBridge:
             client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=text)
         except SlackApiError as err:
             log.warning("could not confirm a vote: %s", err.response.get("error"))
+
+    def on_anyway(self, body: dict, action: dict, client: Any) -> None:
+        """Ask a question the gate refused again, in its thread, with the gate only warning; once per refusal."""
+        user, channel = body.get("user", {}).get("id", ""), body.get("channel", {}).get("id", "")
+        with self._answers_lock:
+            job = self.refused.pop(action.get("value", ""), None)
+        if job is not None:
+            place = self.queue.submit(replace(job, gate="warn"))
+            if place:
+                post(job.thread, render.queue_notice(place))
+            return
+        thread_ts = body.get("message", {}).get("thread_ts") or body.get("container", {}).get("thread_ts")
+        text = "That question is already being answered, or I no longer have it (I was restarted since): ask it again."
+        try:
+            client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=text)
+        except SlackApiError as err:
+            log.warning("could not answer an Answer anyway click: %s", err.response.get("error"))
 
     def close(self) -> None:
         self.queue.close(timeout=5)
@@ -208,6 +233,11 @@ def build_app(bridge: SlackBridge, client: Any, http: bool = False, signing_secr
     def on_feedback(ack, body, action, client):
         ack()
         bridge.on_feedback(body, action, client)
+
+    @app.action(render.ANYWAY_ACTION)
+    def on_anyway(ack, body, action, client):
+        ack()
+        bridge.on_anyway(body, action, client)
 
     return app
 

@@ -19,6 +19,7 @@ from app.copilot.summary import check_notes, shown_paths, source_heading, stats_
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
 FEEDBACK_ACTION = "specrag_feedback"  # action ids: specrag_feedback_up / specrag_feedback_down
+ANYWAY_ACTION = "specrag_answer_anyway"  # under a refusal of the relevance gate: ask again, the gate only warning
 FOOTER_HEADINGS = ("*Sources*", "**Sources**")
 NOTICE_PREFIX = ":hourglass_flowing_sand:"
 ERROR_PREFIX = ":warning: Sorry"
@@ -135,24 +136,31 @@ def footer(final: Final, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def feedback_blocks(answer_key: str) -> list[dict[str, Any]]:
-    """Thumbs up/down buttons whose value names the answer (see bot.py's feedback handler)."""
+def feedback_blocks(answer_key: str, refused: bool = False) -> list[dict[str, Any]]:
+    """Thumbs up/down buttons whose value names the answer (see bot.py's feedback handler), and under a refusal of
+    the relevance gate (`refused`) an "Answer anyway" button that asks the question again (bot.py's on_anyway)."""
     buttons = [
-        {
-            "type": "button",
-            "action_id": f"{FEEDBACK_ACTION}_{rating}",
-            "text": {"type": "plain_text", "text": emoji, "emoji": True},
-            "value": answer_key,
-        }
+        _button(f"{FEEDBACK_ACTION}_{rating}", emoji, answer_key)
         for rating, emoji in (("up", ":+1:"), ("down", ":-1:"))
     ]
+    if refused:
+        buttons.append(_button(ANYWAY_ACTION, "Answer anyway", answer_key))
     return [{"type": "actions", "block_id": "specrag_feedback", "elements": buttons}]
 
 
-def message_blocks(text: str, answer_key: str | None = None) -> list[dict[str, Any]]:
-    """A posted message as blocks: its text in one section, and the feedback buttons on the last part."""
+def _button(action_id: str, text: str, value: str) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": text, "emoji": True},
+        "value": value,
+    }
+
+
+def message_blocks(text: str, answer_key: str | None = None, refused: bool = False) -> list[dict[str, Any]]:
+    """A posted message as blocks: its text in one section, and the buttons (`feedback_blocks`) on the last part."""
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text or " "}}]
-    return blocks + feedback_blocks(answer_key) if answer_key else blocks
+    return blocks + feedback_blocks(answer_key, refused) if answer_key else blocks
 
 
 def queue_notice(position: int) -> str:

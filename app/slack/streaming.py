@@ -180,7 +180,8 @@ class NativeStream:
         self._flush()
         stream = self._current()
         stream.stop(
-            markdown_text="\n\n" + render.footer(final, markdown=True), blocks=render.feedback_blocks(answer_key)
+            markdown_text="\n\n" + render.footer(final, markdown=True),
+            blocks=render.feedback_blocks(answer_key, final.gated),
         )
 
     def abort(self) -> None:
@@ -256,7 +257,7 @@ class Placeholder:
     def finish(self, final: Final, answer_key: str) -> None:
         text = render.to_mrkdwn(final.shown).strip()  # replaces the streamed words of a withheld or looping answer
         pieces = render.split_message(f"{text}\n\n{render.footer(final)}".strip(), self.settings.message_limit)
-        self._show(pieces, answer_key)
+        self._show(pieces, answer_key, final.gated)
         if final.shown != final.answer:  # messages the longer streamed answer filled and the shown one does not
             rest = render.WITHHELD_REST if final.withheld else render.REPEATS_REST
             for ts in self.message_ts[len(pieces) :]:
@@ -266,10 +267,10 @@ class Placeholder:
         text = f"{render.to_mrkdwn(self.markdown).strip()}\n\n{INTERRUPTED}"
         self._show(render.split_message(text, self.settings.message_limit))
 
-    def _show(self, pieces: list[str], answer_key: str | None = None) -> None:
+    def _show(self, pieces: list[str], answer_key: str | None = None, refused: bool = False) -> None:
         for i, piece in enumerate(pieces):
             key = answer_key if i == len(pieces) - 1 else None
-            blocks = render.message_blocks(piece, key)
+            blocks = render.message_blocks(piece, key, refused)
             if i == len(self.message_ts):
                 self.message_ts.append(self._post(piece, blocks))
             elif self._shown.get(self.message_ts[i]) != piece or key:

@@ -191,6 +191,33 @@ def test_a_feedback_click_is_stored_with_the_slack_user_and_thread(slack, start_
     assert len(bridge.feedback.all()) == 1  # an answer from before a restart is not voted on blindly
 
 
+def test_a_refused_question_is_answered_anyway_once_in_its_thread(slack, start_bot, copilot, monkeypatch):
+    from app.copilot import gate
+
+    monkeypatch.setitem(gate.THRESHOLDS, "fake-model", 0.95)  # the fake retriever's best passage is at 0.9
+    bridge = start_bot(copilot)
+    event = mention(slack, QUESTION)
+    slack.push_event(event)
+    refusal = wait_answer(slack, "C0OPS", event["ts"], what="the refusal")
+    assert "do not cover this question" in refusal.text
+    button = refusal.blocks[-1]["elements"][-1]
+    assert (button["action_id"], button["text"]["text"]) == (render.ANYWAY_ACTION, "Answer anyway")
+    click = {"action_id": button["action_id"], "value": button["value"]}
+    slack.push_action("U0ALICE", "C0OPS", refusal, click)
+    slack.wait_for(lambda: len(streamed(slack, "C0OPS", event["ts"])) == 2, what="the answer given anyway")
+    answer = streamed(slack, "C0OPS", event["ts"])[-1]
+    assert "may not cover this question" in answer.text and "do not cover this question" not in answer.text
+    assert all(b["action_id"] != render.ANYWAY_ACTION for b in answer.blocks[-1]["elements"])  # an answer: no offer
+    assert bridge.answers[button["value"]]["question"] == QUESTION
+
+    slack.push_action("U0ALICE", "C0OPS", refusal, click)  # the same refusal clicked again: not asked twice
+    notice = slack.wait_for(lambda: slack.calls_to("chat.postEphemeral"), what="the second click's reply")[0]
+    assert "already being answered" in notice.params["text"] and notice.params["user"] == "U0ALICE"
+    assert len(streamed(slack, "C0OPS", event["ts"])) == 2
+    slack.push_event(other := mention(slack, "Where do munge keys live?"))  # the bridge's own gate again
+    assert "do not cover this question" in wait_answer(slack, "C0OPS", other["ts"]).text
+
+
 def test_only_the_allowed_channels_are_answered(slack, start_bot, copilot):
     bridge = start_bot(copilot, channels=frozenset({"C0OPS"}))
     elsewhere, allowed = mention(slack, QUESTION, channel="C0RANDOM"), mention(slack, QUESTION)
