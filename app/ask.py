@@ -122,6 +122,8 @@ def print_summary(final: Final) -> None:
             print(f"  {source_line(source, paths[source['number']])}", file=sys.stderr)
     for level, text in check_notes(final, code=lambda text: f"`{text}`"):
         print(f"  {level}: {text}", file=sys.stderr)
+    if final.gated:  # the web chat's and Slack's "Answer anyway"
+        print("  to answer it from these sources anyway, under a warning: ask again with --gate warn", file=sys.stderr)
 
 
 def stats_line(final: Final) -> str:
