@@ -117,7 +117,7 @@ def answer_options(
 
 
 def answer_anyway_button(state: ChatState | None) -> gr.Button:
-    """ "Answer anyway" can be clicked only while the last answer is the relevance gate's refusal."""
+    """The "Answer anyway" button, live only while the last answer is the relevance gate's refusal."""
     last = state.exchanges[-1] if isinstance(state, ChatState) and state.exchanges else None
     return gr.Button(interactive=bool(last and last.final is not None and last.final.gated))
 
