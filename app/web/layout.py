@@ -222,10 +222,12 @@ def _wire_api(backend: Backend, event_delay: float) -> None:
         passages: int = 6,
         speculation: str = "hybrid",
         max_new_tokens: int = 256,
+        gate: str = "",
         request: gr.Request = None,
     ) -> Iterator[dict]:
-        """Answer one question (no history), streaming {"answer"} and ending with the full record."""
-        options = chat.answer_options(temperature, passages, speculation, max_new_tokens)
+        """Answer one question (no history), streaming {"answer"} and ending with the full record; `gate` (off,
+        warn or refuse) overrides the server's relevance gate, as the page's "Answer anyway" does with warn."""
+        options = chat.answer_options(temperature, passages, speculation, max_new_tokens, gate or None)
         for _, chat_state in chat.respond(backend, question, None, options, request, event_delay):
             yield chat.api_record(chat_state.exchanges[-1])
 

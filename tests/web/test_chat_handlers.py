@@ -372,6 +372,14 @@ def test_a_refused_question_can_be_answered_anyway_under_the_gates_warning(engin
     assert state.exchanges[-1].final.gated
 
 
+def test_an_unknown_gate_mode_from_the_api_is_a_message_in_the_chat(engine, tmp_path):
+    backend = ready_backend(engine, tmp_path, fixture_retriever())
+    options = chat.answer_options(0.0, 3, "hybrid", 48, gate="maybe")
+    *_, (messages, _) = chat.respond(backend, "How do I rotate the glyph bank?", None, options, None)
+    error = messages[-1]["content"]
+    assert "sr-error" in error and "unknown gate mode &#x27;maybe&#x27;; use one of off, warn, refuse" in error
+
+
 def test_answer_anyway_is_off_without_a_refusal():
     assert chat.answer_anyway_button(None).interactive is False
     assert chat.answer_anyway_button(ChatState()).interactive is False
