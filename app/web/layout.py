@@ -161,22 +161,24 @@ def _wire_answers(page: Page, backend: Backend, event_delay: float) -> list:
 
         return run
 
+    # each answer starts with "Answer anyway" off, so it never picks up the answer still running
     def echo(question_text: str, chat_state: ChatState):
-        return "", question_text, [*chat_state.messages(), *Exchange(question_text or "").messages()]
+        shown = [*chat_state.messages(), *Exchange(question_text or "").messages()]
+        return "", question_text, shown, gr.Button(interactive=False)
 
     def pop_last(chat_state: ChatState):
         last = chat_state.pop_last()
-        return last.question if last else "", chat_state.messages(), chat_state
+        return last.question if last else "", chat_state.messages(), chat_state, gr.Button(interactive=False)
 
     inputs, outputs = [page.pending, page.state, *page.controls], [page.chatbot, page.state, page.stop]
     asking = gr.on(
         [page.question.submit, page.ask.click],
         echo,
         [page.question, page.state],
-        [page.question, page.pending, page.chatbot],
+        [page.question, page.pending, page.chatbot, page.anyway],
         queue=False,
     )
-    popped = [pop_last, [page.state], [page.pending, page.chatbot, page.state]]
+    popped = [pop_last, [page.state], [page.pending, page.chatbot, page.state, page.anyway]]
     retrying, anyway = page.retry.click(*popped, queue=False), page.anyway.click(*popped, queue=False)
     run, warned = answering(None), answering("warn")
     events = [
