@@ -75,11 +75,8 @@ class SlackBridge:
     def on_event(self, body: dict, event: dict, client: Any, context: Any) -> None:
         try:
             job = self.accept(body, event, client, context)
-            if job is None:
-                return
-            place = self.queue.submit(job)
-            if place:
-                post(job.thread, render.queue_notice(place))
+            if job is not None:
+                self.submit(job)
         finally:
             with self._answers_lock:
                 self.events_handled += 1  # events seen by a listener, answered or not (tests wait on it)
@@ -103,6 +100,12 @@ class SlackBridge:
         thread = SlackThread(client, channel, thread_ts, user, context.get("team_id") or event.get("team") or "")
         question = clean_question(event.get("text") or "", bot)
         return Job(thread, question, ts, follow_up=thread_ts != ts, bot=bot)
+
+    def submit(self, job: Job) -> None:
+        """Queue a job; one that has to wait is told its place in its thread."""
+        place = self.queue.submit(job)
+        if place:
+            post(job.thread, render.queue_notice(place))
 
     # --- worker side ---
 
@@ -168,7 +171,7 @@ class SlackBridge:
 
     def on_feedback(self, body: dict, action: dict, client: Any) -> None:
         rating = action["action_id"].rsplit("_", 1)[-1]
-        user, channel = body.get("user", {}).get("id", ""), body.get("channel", {}).get("id", "")
+        user = body.get("user", {}).get("id", "")
         with self._answers_lock:
             record = self.answers.get(action.get("value", ""))
         if record is None:
@@ -180,28 +183,17 @@ class SlackBridge:
             except SpecragError as err:
                 log.error("feedback not stored: %s", err)
                 text = "Sorry, I could not store that vote."
-        thread_ts = body.get("message", {}).get("thread_ts") or body.get("container", {}).get("thread_ts")
-        try:
-            client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=text)
-        except SlackApiError as err:
-            log.warning("could not confirm a vote: %s", err.response.get("error"))
+        reply_privately(client, body, text, "confirm a vote")
 
     def on_anyway(self, body: dict, action: dict, client: Any) -> None:
         """Ask a question the gate refused again, in its thread, with the gate only warning; once per refusal."""
-        user, channel = body.get("user", {}).get("id", ""), body.get("channel", {}).get("id", "")
         with self._answers_lock:
             job = self.refused.pop(action.get("value", ""), None)
         if job is not None:
-            place = self.queue.submit(replace(job, gate="warn"))
-            if place:
-                post(job.thread, render.queue_notice(place))
+            self.submit(replace(job, gate="warn"))
             return
-        thread_ts = body.get("message", {}).get("thread_ts") or body.get("container", {}).get("thread_ts")
         text = "That question is already being answered, or I no longer have it (I was restarted since): ask it again."
-        try:
-            client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=text)
-        except SlackApiError as err:
-            log.warning("could not answer an Answer anyway click: %s", err.response.get("error"))
+        reply_privately(client, body, text, "answer an Answer anyway click")
 
     def close(self) -> None:
         self.queue.close(timeout=5)
@@ -209,6 +201,16 @@ class SlackBridge:
 
 def post(thread: SlackThread, text: str) -> None:
     thread.client.chat_postMessage(channel=thread.channel, thread_ts=thread.thread_ts, text=text)
+
+
+def reply_privately(client: Any, body: dict, text: str, what: str) -> None:
+    """Answer a button click with a message only its clicker sees, in the clicked message's thread."""
+    user, channel = body.get("user", {}).get("id", ""), body.get("channel", {}).get("id", "")
+    thread_ts = body.get("message", {}).get("thread_ts") or body.get("container", {}).get("thread_ts")
+    try:
+        client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=text)
+    except SlackApiError as err:
+        log.warning("could not %s: %s", what, err.response.get("error"))
 
 
 def build_app(bridge: SlackBridge, client: Any, http: bool = False, signing_secret: str | None = None) -> App:
