@@ -190,6 +190,9 @@ class SlackBridge:
         with self._answers_lock:
             job = self.refused.pop(action.get("value", ""), None)
         if job is not None:
+            user = body.get("user", {}).get("id", "")
+            note = f"<@{user}> asked for an answer anyway: it follows in this thread, under a warning."
+            take_button_off(client, body, note if user else "Answered anyway: see below, under a warning.")
             self.submit(replace(job, gate="warn"))
             return
         text = "That question is already being answered, or I no longer have it (I was restarted since): ask it again."
@@ -211,6 +214,18 @@ def reply_privately(client: Any, body: dict, text: str, what: str) -> None:
         client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=text)
     except SlackApiError as err:
         log.warning("could not %s: %s", what, err.response.get("error"))
+
+
+def take_button_off(client: Any, body: dict, note: str) -> None:
+    """Drop "Answer anyway" from the clicked refusal (render.anyway_taken); its words and thumbs stay as they are."""
+    message = body.get("message") or {}
+    channel = body.get("channel", {}).get("id", "") or body.get("container", {}).get("channel_id", "")
+    ts = body.get("container", {}).get("message_ts") or message.get("ts", "")
+    blocks = render.anyway_taken(message.get("blocks") or [], message.get("text", ""), note)
+    try:
+        client.chat_update(channel=channel, ts=ts, text=message.get("text", ""), blocks=blocks)
+    except SlackApiError as err:
+        log.warning("could not take the Answer anyway button off: %s", err.response.get("error"))
 
 
 def build_app(bridge: SlackBridge, client: Any, http: bool = False, signing_secret: str | None = None) -> App:

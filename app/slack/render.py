@@ -148,6 +148,22 @@ def feedback_blocks(answer_key: str, refused: bool = False) -> list[dict[str, An
     return [{"type": "actions", "block_id": "specrag_feedback", "elements": buttons}]
 
 
+def anyway_taken(blocks: list[dict[str, Any]], text: str, note: str) -> list[dict[str, Any]]:
+    """A refusal's blocks once its "Answer anyway" was clicked: the button gone, the thumbs kept, `note` under them
+    (a button left live invites a second click that can only be turned away). A streamed refusal may hold its words
+    in `text` alone, beside the buttons; they go into a markdown block first, so the update keeps them."""
+    if all(block.get("type") in ("actions", "context") for block in blocks) and text.strip():
+        blocks = [{"type": "markdown", "text": text}, *blocks]
+    kept = []
+    for block in blocks:
+        if block.get("type") == "actions":
+            block = block | {"elements": [e for e in block.get("elements", []) if e.get("action_id") != ANYWAY_ACTION]}
+            if not block["elements"]:
+                continue
+        kept.append(block)
+    return [*kept, {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}]
+
+
 def _button(action_id: str, text: str, value: str) -> dict[str, Any]:
     return {
         "type": "button",

@@ -144,6 +144,20 @@ def test_feedback_buttons_and_queue_notice():
     assert "#2 in the queue" in render.queue_notice(2) and render.queue_notice(1).startswith(render.NOTICE_PREFIX)
 
 
+def test_a_clicked_answer_anyway_button_goes_and_the_refusal_keeps_its_words_and_thumbs():
+    posted = render.message_blocks("The sources do not cover this question.", "C1:2.0", refused=True)
+    taken = render.anyway_taken(posted, "The sources do not cover this question.", "asked anyway")
+    assert taken[0] == posted[0] and taken[-1] == {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": "asked anyway"}],
+    }
+    assert [e["action_id"] for e in taken[1]["elements"]] == ["specrag_feedback_up", "specrag_feedback_down"]
+    streamed = render.feedback_blocks("C1:2.0", refused=True)  # a streamed refusal: its words are the message's text
+    taken = render.anyway_taken(streamed, "**The sources** do not cover this.", "asked anyway")
+    assert taken[0] == {"type": "markdown", "text": "**The sources** do not cover this."}
+    assert all(e["action_id"] != render.ANYWAY_ACTION for e in taken[1]["elements"])
+
+
 def test_the_footers_notes_escape_what_they_quote_from_the_sources_once():
     from app.copilot.events import Passage
     from app.copilot.pipeline import final_from_text

@@ -209,6 +209,16 @@ def test_a_refused_question_is_answered_anyway_once_in_its_thread(slack, start_b
     assert "may not cover this question" in answer.text and "do not cover this question" not in answer.text
     assert all(b["action_id"] != render.ANYWAY_ACTION for b in answer.blocks[-1]["elements"])  # an answer: no offer
     assert bridge.answers[button["value"]]["question"] == QUESTION
+    update = slack.wait_for(lambda: slack.calls_to("chat.update"), what="the refusal's button taken off")[0]
+    assert (update.params["channel"], update.params["ts"]) == ("C0OPS", refusal.ts)
+    shown = slack.messages[("C0OPS", refusal.ts)]  # the refusal as the thread shows it now
+    assert "do not cover this question" in shown.text and "do not cover this question" in shown.blocks[0]["text"]
+    (actions,) = [b for b in shown.blocks if b["type"] == "actions"]
+    assert [b["action_id"] for b in actions["elements"]] == [
+        f"{render.FEEDBACK_ACTION}_up",
+        f"{render.FEEDBACK_ACTION}_down",
+    ]
+    assert "<@U0ALICE> asked for an answer anyway" in shown.blocks[-1]["elements"][0]["text"]
 
     slack.push_action("U0ALICE", "C0OPS", refusal, click)  # the same refusal clicked again: not asked twice
     notice = slack.wait_for(lambda: slack.calls_to("chat.postEphemeral"), what="the second click's reply")[0]
