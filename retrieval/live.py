@@ -21,6 +21,7 @@ import logging
 import threading
 from pathlib import Path
 
+from retrieval.chunking import Chunk
 from retrieval.errors import RetrievalError
 from retrieval.manifest import IndexSettings
 from retrieval.query_embedder import QueryModel
@@ -59,6 +60,11 @@ class LiveRetriever(Retriever):
     def generation(self) -> str:
         """The name of the generation being served."""
         return self._snapshot.generation
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        """The chunks of the generation being served."""
+        return self._snapshot.retriever.index.chunks
 
     def refresh(self) -> bool:
         """Switch to the live generation if CURRENT changed; True when it switched."""

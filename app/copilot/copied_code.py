@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.copilot.code_spans import OPTION, line_spans
@@ -58,10 +58,11 @@ class CopiedCode:
         tokenizer: Any,
         passages: Sequence[str],
         question: str = "",
+        commands: Mapping[str, frozenset[str]] | None = None,
         candidates: int = CANDIDATES,
         max_gap: float = MAX_GAP,
     ) -> None:
-        self.sources = GroundingSources(passages, question)
+        self.sources = GroundingSources(passages, question, commands)
         self.tokenizer, self.candidates, self.max_gap = tokenizer, candidates, max_gap
         self._pieces: dict[int, str] = {}
         self.steered = 0  # rows where the likeliest token was not allowed and another was taken

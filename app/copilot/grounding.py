@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, inline_code, options, without_fences
@@ -75,6 +75,7 @@ _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reb
 # `Reason="ECC memory warnings"`: the quoted words are one value (the user's reason), not arguments of their own
 _QUOTED_SETTING = re.compile(r"""(?<!\S)[^\s="']+=(["'])[^"'\n]*?\s[^"'\n]*?\1(?=[\s.,;:)]|$)""")
 _BUILT_KINDS = ("code", "command", "option")  # the kinds a user's values may go into (`_built_from_one`)
+_COMMAND_WORD = re.compile(r"[a-z][a-z_]*")  # a tool's command as its man page lists it: `update`, `cancel_reboot`
 
 
 def normalise(text: str) -> str:
@@ -93,7 +94,10 @@ class GroundingSources:
     (copied_code.py) asks it the same question while a code span is still being written.
     """
 
-    def __init__(self, passages: Sequence[str], question: str = "") -> None:
+    def __init__(
+        self, passages: Sequence[str], question: str = "", commands: Mapping[str, frozenset[str]] | None = None
+    ) -> None:
+        self.commands = commands or {}  # a tool's commands, from its man page (subcommands.tool_commands)
         self.joined = [_joined(p) for p in passages]
         self.haystack = normalise("\n".join(self.joined))
         self.haystacks = [normalise(p) for p in self.joined]  # each passage on its own
@@ -159,7 +163,24 @@ class GroundingSources:
             return False, False
         if text in self._question_values:
             return True, False
+        if self.unknown_command(text):
+            return False, False
         return _built_from_one(text, self.vocabularies, self.question)
+
+    def unknown_command(self, text: str, finished: bool = True) -> bool:
+        """Does `text` run a tool with a command its man page does not list (`scontrol change`, `scontrol move`)?
+
+        A tool such as scontrol or sacctmgr takes one of a fixed set of commands as its first argument. The model
+        writes one that sounds right, and each of its words may stand in a passage's prose, so the built-from-one
+        rule alone would find it. With `commands` known for the tool, the word after it must be one of them (or
+        begin one, while it is still being written: `finished` False)."""
+        words = text.split()
+        known = self.commands.get(words[0]) if len(words) >= 2 else None
+        if known is None or _COMMAND_WORD.fullmatch(words[1]) is None:
+            return False
+        if len(words) == 2 and not finished:  # the command's word is still being written
+            return not any(command.startswith(words[1]) for command in known)
+        return words[1] not in known
 
     def may_complete(self, text: str) -> bool:
         """Can a code span or option still being written (`text`, cut anywhere) end up found?
@@ -171,6 +192,8 @@ class GroundingSources:
         text = _SPACE.sub(" ", text).lstrip()
         if not text or text in self.haystack or any(value.startswith(text) for value in self._question_values):
             return True
+        if self.unknown_command(text, finished=text[-1].isspace()):
+            return False
         split = pieces(text)
         if not split:
             return True
@@ -231,6 +254,7 @@ def check_grounding(
     passages: Sequence[str],
     question: str = "",
     numbers: Sequence[int] | None = None,
+    commands: Mapping[str, frozenset[str]] | None = None,
 ) -> list[GroundingItem]:
     """Every checkable item of `answer`: commands, options, paths and code in order of appearance, then specifics.
 
@@ -240,10 +264,11 @@ def check_grounding(
     A command, code line or option not found carries the closest one a passage has (nearest.py); one
     found carries the sources' example values it kept where `question` names the user's own
     (example_values.py).
-    `numbers` are the passages' source numbers (default 1, 2, ...).
+    `numbers` are the passages' source numbers (default 1, 2, ...); `commands`, the commands each tool of the
+    index takes (`GroundingSources.unknown_command`).
     """
     numbers = list(numbers) if numbers is not None else list(range(1, len(passages) + 1))
-    sources = GroundingSources(passages, question)
+    sources = GroundingSources(passages, question, commands)
     declared = declared_placeholders(answer)
     seen: dict[str, GroundingItem] = {}
     for kind, text in extract_items(answer):

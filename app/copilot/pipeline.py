@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -47,7 +47,7 @@ from app.copilot.prompting import (
 from app.copilot.recite import recite
 from app.copilot.repeats import repeats_earlier_answer, shown_answer, without_sentences
 from app.copilot.splices import spliced_sentences
-from app.copilot.subcommands import with_tools
+from app.copilot.subcommands import tool_commands, with_tools
 from app.copilot.swapped import swapped_subjects
 from app.copilot.thresholds import thresholds
 from app.copilot.withhold import (
@@ -102,6 +102,8 @@ class Copilot:
         self._retriever = retriever
         # what the index was built with, once the passages come from a search elsewhere (searched_with)
         self._released_embedding_model: str | None = None
+        self._released_commands: dict[str, frozenset[str]] = {}
+        self._commands_of: tuple[str | None, dict[str, frozenset[str]]] | None = None  # (generation, its commands)
         self._engine_lock = threading.Lock()
         # the shared prompt prefix's length once it is in the engine's cache (warm_up or the first answer), else 0
         self._fixed_prefix = 0
@@ -209,12 +211,29 @@ class Copilot:
         prompt = self._prepare(question, [], list(passages), options, False).prompt_ids
         return shrink(-(-(len(prompt) + options.max_new_tokens) // CONTEXT_STEP) * CONTEXT_STEP)
 
-    def searched_with(self, embedding_model: str | None) -> None:
+    def searched_with(self, embedding_model: str | None, commands: Mapping[str, frozenset[str]] | None = None) -> None:
         """The passages this copilot will be handed were searched elsewhere (`ask`'s search process,
-        app/copilot/search_process.py) in an index built with `embedding_model`: the gate reads its
-        threshold for that model without opening the index here. A later `retrieve` opens it."""
+        app/copilot/search_process.py) in an index built with `embedding_model`, whose tools take `commands`:
+        the gate reads its threshold for that model, and the grounding check those commands, without opening
+        the index here. A later `retrieve` opens it."""
         with self._retriever_lock:
             self._retriever, self._released_embedding_model = None, embedding_model
+            self._released_commands = dict(commands or {})
+
+    def tool_commands(self) -> Mapping[str, frozenset[str]]:
+        """The commands each tool of the served index takes (subcommands.tool_commands), worked out once per
+        index generation; empty before the index is open, or for a retriever that holds no chunks."""
+        with self._retriever_lock:
+            retriever = self._retriever
+            if retriever is None:
+                return self._released_commands
+            chunks = getattr(retriever, "chunks", None)
+            if chunks is None:
+                return {}
+            generation = getattr(retriever, "generation", None)
+            if self._commands_of is None or self._commands_of[0] != generation:
+                self._commands_of = (generation, tool_commands(chunks))
+            return self._commands_of[1]
 
     @property
     def embedding_model(self) -> str | None:
@@ -501,7 +520,16 @@ class Copilot:
                     "lower max_new_tokens"
                 )
         return _Prepared(
-            question, history, kept.passages, new, kept.answers, prompt_ids, notes, kept.messages, searched_alone
+            question,
+            history,
+            kept.passages,
+            new,
+            kept.answers,
+            prompt_ids,
+            notes,
+            kept.messages,
+            searched_alone,
+            commands=self.tool_commands(),
         )
 
     def _generate(
@@ -522,7 +550,11 @@ class Copilot:
         # throughout: shown citing it), or writes the prompt's [n] placeholder as a value, is withheld (withhold.py)
         passages = prepared.all_passages
         cited = CitationGuard([p.number for p in passages] if options.withhold_uncited else [], _texts(passages))
-        code = CopiedCode(engine.tokenizer, shown, prepared.asked) if options.code_from_sources else None
+        code = (
+            CopiedCode(engine.tokenizer, shown, prepared.asked, prepared.commands)
+            if options.code_from_sources
+            else None
+        )
         text, ids, origins, first_token_s, event = [], [], [], None, None
         stream = engine.generate(prepared.prompt_ids, chunk_ids, config, code)
         try:
@@ -630,12 +662,13 @@ def final_from_text(
     finish: str,
     withheld: str = "",
     history: Sequence[Turn] = (),
+    commands: Mapping[str, frozenset[str]] | None = None,
 ) -> Final:
     """The Final that `answer`, written for `question` (after the turns of `history`) over `passages` and ended
     for `finish`, gets from the pipeline's checks, without a model: what `app.eval.rescore` scores saved answers
     with. Provenance is by text alone (no drafter origins); `withheld`, a CitationGuard notice the answer was
-    stopped with."""
-    prepared = _Prepared(question, list(history), [], list(passages), [], [], {})
+    stopped with; `commands`, each tool's commands in the index (subcommands.tool_commands)."""
+    prepared = _Prepared(question, list(history), [], list(passages), [], [], {}, commands=commands or {})
     added = quoted_source(answer, _texts(passages)) if withheld == UNCITED else None  # as CitationGuard decides
     notice = "" if added is not None else withheld
     return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, notice, added)
@@ -671,7 +704,8 @@ def _checked_final(
     numbers = [p.number for p in passages]
     # a left-out sentence's items are not the user's to check: they never see it
     checked_text = without_sentences(answer, [sentence for sentence, _ in left_out])
-    checked = with_tools(check_grounding(checked_text, read, prepared.asked, numbers), passages, checked_text)
+    grounding = check_grounding(checked_text, read, prepared.asked, numbers, prepared.commands)
+    checked = with_tools(grounding, passages, checked_text)
     texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)
     if added is not None:  # said like a moved marker: the front ends note it, the eval counts it
@@ -753,6 +787,7 @@ class _Prepared:
     history_messages: list[dict[str, str]] = field(default_factory=list)  # the kept turns, as the prompt has them
     kept_earlier_bare: bool = False  # searched alone after earlier turns: the prompt keeps them bare
     relevance: gate.Relevance | None = None
+    commands: Mapping[str, frozenset[str]] = field(default_factory=dict)  # each tool's commands (subcommands.py)
 
     @property
     def all_passages(self) -> list[Passage]:

@@ -82,8 +82,13 @@ class SearchProcess:
                 self._reply[1].add_note(f"in the search process:\n{self._reply[2]}")  # a bug: show where it was
         if self._reply[0] == "error":
             raise self._reply[1]
-        _, passages, embedding_model = self._reply
+        _, passages, embedding_model, _ = self._reply
         return passages, embedding_model
+
+    @property
+    def commands(self) -> dict[str, frozenset[str]]:
+        """The commands each tool of the index takes (subcommands.tool_commands), once `result()` returned."""
+        return self._reply[3] if self._reply is not None and self._reply[0] == "passages" else {}
 
     def close(self) -> None:
         """End the child (if it still runs) and release its pipe."""
@@ -111,13 +116,13 @@ def search_apart(options: CopilotOptions, question: str, k: int) -> tuple[list[P
 
 
 def _search(sender: Connection, options: CopilotOptions, question: str, k: int) -> None:
-    """The child: search, send ("passages", passages, model id) or ("error", exception, traceback)."""
+    """The child: search, send ("passages", passages, model id, tool commands) or ("error", exception, traceback)."""
     try:
         from app.copilot.pipeline import Copilot
 
         copilot = Copilot.retrieval_only(options)
         passages, _ = copilot.retrieve_for(question, (), k)
-        reply: tuple = ("passages", passages, copilot.embedding_model)
+        reply: tuple = ("passages", passages, copilot.embedding_model, dict(copilot.tool_commands()))
     except Exception as err:
         reply = ("error", _portable(err), traceback.format_exc())
     sender.send(reply)

@@ -15,19 +15,44 @@ command: `scontrol reconfigure`"). The front ends say to type it after the tool.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from app.copilot.events import GroundingItem, Passage
 
 COMMAND_SECTIONS = ("COMMANDS", "INTERACTIVE COMMANDS")  # man-page section names, upper case as man pages write them
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_-]*")  # a man page's title is its command's name
+_ENTRY = re.compile(r"^(?:[-*•]\s+)?([a-z][a-z_]*)(?=\s|$)", re.M)  # a COMMANDS entry: "- hold <job_list>"
 
 
 def tool_of(passage: Passage) -> str:
     """The tool whose commands `passage` lists, '' when it is not a man page's COMMANDS section."""
     title = (passage.title or "").strip()
     return title if passage.heading.strip() in COMMAND_SECTIONS and _TOOL_NAME.fullmatch(title) else ""
+
+
+def tool_commands(chunks: Iterable[Any]) -> dict[str, frozenset[str]]:
+    """The commands each tool of an index takes, for the tools whose man page has a COMMANDS section: the
+    entries of its page's lists (`- update <SPECIFICATION>`), and every word the index writes straight after the
+    tool's name (`sreport job sizesbyaccount`). `chunks`: the index's, with title, heading and text. The grounding
+    check and the decoding filter hold a command line of such a tool to these (grounding.py's `unknown_command`)."""
+    chunks = list(chunks)
+    listed: dict[str, set[str]] = {}
+    for chunk in chunks:
+        tool = (chunk.title or "").strip()
+        if chunk.heading.strip() in COMMAND_SECTIONS and _TOOL_NAME.fullmatch(tool):
+            listed.setdefault(tool, set())
+    if not listed:
+        return {}
+    for chunk in chunks:  # any list entry of its page: `- reservation Utilization` is a report of sreport's
+        if (chunk.title or "").strip() in listed:
+            listed[chunk.title.strip()].update(_ENTRY.findall(chunk.text))
+    after = re.compile(rf"(?<![\w.-])({'|'.join(map(re.escape, listed))}) ([a-z][a-z_]*)\b")
+    for chunk in chunks:
+        for tool, word in after.findall(chunk.text):
+            listed[tool].add(word)
+    return {tool: frozenset(words) for tool, words in listed.items() if words}
 
 
 def with_tools(grounding: Sequence[GroundingItem], passages: Sequence[Passage], answer: str) -> list[GroundingItem]:

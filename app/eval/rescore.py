@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
+from app.copilot.subcommands import tool_commands
 from app.eval.questions import Question, read_questions
 from app.eval.results import read_results, results_file
 from app.eval.runner import abstention_record, answer_record, content_scores
@@ -35,9 +36,13 @@ from core.errors import SpecragError
 
 
 def rescore_rows(
-    rows: Sequence[dict[str, Any]], questions: dict[str, Question], chunk_text: Callable[[str], str | None]
+    rows: Sequence[dict[str, Any]],
+    questions: dict[str, Question],
+    chunk_text: Callable[[str], str | None],
+    commands: Mapping[str, frozenset[str]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The rows with their answers scored again, and how many were kept as they were, by reason."""
+    """The rows with their answers scored again, and how many were kept as they were, by reason; `commands`, the
+    index's tools' commands (subcommands.tool_commands), as the live check reads them."""
     out, kept = [], {"no answer": 0, "gated": 0, "drafted": 0}
     for row in rows:
         answer = row.get("answer")
@@ -54,7 +59,12 @@ def rescore_rows(
         passages = [_passage(source, chunk_text, row["id"]) for source in row["retrieval"]["sources"]]
         finish, withheld = answer["finish_reason"], answer.get("withheld", "")
         final = final_from_text(
-            question.question, passages[: answer["passages_in_prompt"]], answer["text"], finish, withheld
+            question.question,
+            passages[: answer["passages_in_prompt"]],
+            answer["text"],
+            finish,
+            withheld,
+            commands=commands,
         )
         out.append(
             row
@@ -96,16 +106,26 @@ def _passage(source: dict[str, Any], chunk_text: Callable[[str], str | None], ro
 def index_chunks(index_dir: Path) -> Callable[[str], str | None]:
     """The passage text a saved chunk id names (a chunk's, or neighbours' joined: retrieval/neighbours.py)
     in the live generation of the index at `index_dir`; None when the index no longer holds it."""
+    return chunk_texts(live_chunks(index_dir))
+
+
+def live_chunks(index_dir: Path) -> list[Any]:
+    """The chunks of the live generation of the index at `index_dir`."""
     from retrieval.index import load_rows as load_index_rows
     from retrieval.manifest import settings_of
-    from retrieval.neighbours import joined_text
     from retrieval.store import check_generation, pin_live
 
     with pin_live(index_dir) as lease:
         settings = settings_of(check_generation(lease.generation))
         chunks, _ = load_index_rows(lease.generation, settings.dim)
-    by_id = {chunk.chunk_id: chunk for chunk in chunks}
-    return partial(joined_text, chunks=by_id)
+    return chunks
+
+
+def chunk_texts(chunks: Sequence[Any]) -> Callable[[str], str | None]:
+    """`index_chunks` over chunks already loaded."""
+    from retrieval.neighbours import joined_text
+
+    return partial(joined_text, chunks={chunk.chunk_id: chunk for chunk in chunks})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SpecragError("--out is the results file itself: write the rescored rows to a new file")
         rows = read_results(args.results)
         questions = {q.id: q for q in read_questions(args.questions)[0]}
-        rescored, kept = rescore_rows(rows, questions, index_chunks(args.index))
+        chunks = live_chunks(args.index)
+        rescored, kept = rescore_rows(rows, questions, chunk_texts(chunks), tool_commands(chunks))
     except (SpecragError, OSError) as err:
         print(f"specrag rescore: error: {err}", file=sys.stderr)
         return 2

@@ -85,6 +85,15 @@ def test_an_invented_command_or_option_is_steered_away_from_while_it_is_written(
     assert steered[:-1] == wish[: len(steered) - 1] and len(steered) - 1 >= wish.index(invented[:2].strip("-") or "-")
 
 
+def test_a_tool_command_its_man_page_does_not_list_is_steered_away_from_though_the_passage_says_the_word(tokenizer):
+    passages = ["To rename a job, run scontrol update JobId=<job_id> JobName=<name>."]
+    wish = "Run `scontrol rename <job_id>` [1]."
+    assert decode_wish(tokenizer, wish, CopiedCode(tokenizer, passages, QUESTION)) == wish  # its words are [1]'s
+    code = CopiedCode(tokenizer, passages, QUESTION, {"scontrol": frozenset({"update", "show"})})
+    steered = decode_wish(tokenizer, wish, code)
+    assert steered[:-1] == "Run `scontrol " and steered[-1] != "r" and code.steered == 1
+
+
 def test_an_alternative_far_less_likely_than_the_models_choice_is_not_forced(tokenizer):
     wish = "[1] Run `scontrol reboot --keep-partinfo c042` now."
     code = CopiedCode(tokenizer, PASSAGES, QUESTION)

@@ -28,8 +28,12 @@ DOCS = {
     "node. Restart munge after you copy the key.\n",
     "resume.md": "# Resuming nodes\n\n## Resume\n\nResume a drained node with scontrol update nodename=NODE "
     "state=resume once sinfo -R shows no reason.\n",
+    "scontrol.md": "# scontrol\n\n## COMMANDS\n\n- show <ENTITY>\n- Display the state of an entity.\n"
+    "- update <SPECIFICATION>\n- Update job, step, node or partition state.\n",
 }
 QUESTION = "How do I drain a node?"
+# the commands scontrol.md lists, and the words its pages write after `scontrol` (subcommands.tool_commands)
+SCONTROL_COMMANDS = frozenset({"show", "update"})
 HEAVY = ("torch", "transformers", "faiss", "bm25s", "scipy", "retrieval.query_embedder", "retrieval.index")
 PROBE = f"""
 import json, sys
@@ -61,6 +65,16 @@ def searched_here(minilm_index) -> tuple[list, str | None]:
     return copilot.retrieve_for(QUESTION, (), 2)[0], copilot.embedding_model
 
 
+def test_the_child_sends_the_commands_each_tool_of_the_index_takes(minilm_index):
+    here = Copilot.retrieval_only(CopilotOptions(index_dir=minilm_index))
+    assert here.tool_commands() == {}  # the index is not open yet
+    here.retrieve_for(QUESTION, (), 2)
+    assert {"show", "update"} <= here.tool_commands()["scontrol"]
+    with SearchProcess(CopilotOptions(index_dir=minilm_index), QUESTION, 2) as search:
+        search.result()
+    assert search.commands == here.tool_commands()
+
+
 def test_the_child_finds_the_passages_a_search_here_finds_and_its_parent_imports_no_retrieval_stack(
     minilm_index, searched_here
 ):
@@ -90,7 +104,7 @@ def test_ask_answers_from_the_passages_its_search_process_found(
         return real_load(options, **kwargs)
 
     def fit_context(self, question, passages, options=None):  # what ask answers from, and what the gate reads
-        answered_from.append((list(passages), self.embedding_model))
+        answered_from.append((list(passages), self.embedding_model, self.tool_commands()))
         return real_fit(self, question, passages, options)
 
     def no_index_here(*args, **kwargs):
@@ -103,7 +117,7 @@ def test_ask_answers_from_the_passages_its_search_process_found(
     err = capsys.readouterr().err
     # no index opened here, and the models loaded once the child had exited (llama.cpp pages its GGUF in as it
     # loads: beside the child's torch and index, the two processes held 1.7 GB against 1.33 GB one after the other)
-    assert loads == [({}, [])] and answered_from == [(expected, model)]
+    assert loads == [({}, [])] and answered_from == [(expected, model, {"scontrol": SCONTROL_COMMANDS})]
     assert err.startswith("specrag: searching the sources…\n")
     assert "specrag:   [1] Draining nodes › Drain\n" in err
 

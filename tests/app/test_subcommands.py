@@ -1,8 +1,11 @@
 """A command a tool's man page lists, copied without the tool, is noted in every front end."""
 
+from types import SimpleNamespace
+
 from app.copilot.events import GroundingItem, Passage
+from app.copilot.grounding import GroundingSources, check_grounding
 from app.copilot.pipeline import final_from_text
-from app.copilot.subcommands import with_tools
+from app.copilot.subcommands import tool_commands, with_tools
 from app.copilot.summary import check_notes
 from app.web.render import grounding_html
 
@@ -60,3 +63,39 @@ def test_the_bare_command_beside_its_full_line_gets_no_second_note():
     assert final.without_tool == [items["hold <job_list>"]]
     _, items = _hold("[1] Use the `hold` command.")
     assert items["hold"].tool == "scontrol"  # alone, it still gets its note
+
+
+def _chunk(title: str, heading: str, text: str) -> SimpleNamespace:
+    return SimpleNamespace(title=title, heading=heading, text=text)
+
+
+def test_an_index_gives_each_tool_with_a_commands_section_the_commands_its_page_lists_and_its_examples_use():
+    chunks = [
+        _chunk("scontrol", "COMMANDS", COMMANDS + "\n- update <SPECIFICATION>\n- Update job or node state."),
+        _chunk("scontrol", "EXAMPLES", "$ scontrol show partition\n$ scontrol: quit"),
+        _chunk("sreport", "COMMANDS", "- exit\n- Terminate sreport."),
+        _chunk("sreport", "REPORT DESCRIPTION", "- job SizesByAccount\n- The amount of time used for job ranges."),
+        _chunk("FAQ", "For Users", "Run sreport cluster utilization, or scontrol requeue with a job id."),
+        _chunk("sbatch", "OPTIONS", "- array\n- Submit a job array."),  # no COMMANDS section: not a tool's list
+    ]
+    commands = tool_commands(chunks)
+    assert set(commands) == {"scontrol", "sreport"}
+    assert {"help", "hold", "update", "show", "requeue"} <= commands["scontrol"]
+    assert {"exit", "job", "cluster"} <= commands["sreport"]
+    assert not {"change", "move", "Display", "Prevent", "quit"} & commands["scontrol"]
+    assert tool_commands(chunks[-2:]) == {}
+
+
+def test_a_tool_run_with_a_command_it_does_not_take_is_not_found_though_its_words_are_a_passages():
+    passage = "To change a job's name, run scontrol update JobId=<job_id> Name=<name> (see --job-name)."
+    commands = {"scontrol": frozenset({"update", "show", "hold"})}
+    invented, right = "scontrol change --job-name=<name> <job_id>", "scontrol update JobId=<job_id> Name=<name>"
+    found = {item.text: item.found for item in check_grounding(f"`{invented}` or `{right}`", [passage], "")}
+    assert found == {invented: True, right: True, "--job-name=<name>": True}  # without the list, built from words
+    found = {i.text: i.found for i in check_grounding(f"`{invented}` or `{right}`", [passage], "", None, commands)}
+    assert found == {invented: False, right: True, "--job-name=<name>": True}
+    sources = GroundingSources([passage], "", commands)
+    assert not sources.may_complete("scontrol ch") and not sources.may_complete("scontrol change ")
+    assert sources.may_complete("scontrol up") and sources.may_complete("scontrol update ")
+    assert sources.may_complete("scontrol update JobId=<job_id> Name=")
+    assert sources.finds("code", "run scontrol update JobId=<job_id>") == (True, False)  # verbatim stays found
