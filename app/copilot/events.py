@@ -91,6 +91,8 @@ class GroundingItem:
     built_from: tuple[int, ...] = ()  # found, though no passage writes it: the passages whose pieces make it up
     # found: (a source's example value, the question's own values) it kept in their place (example_values.py)
     examples: tuple[tuple[str, str], ...] = ()
+    # not found: the word after its tool that is none of the tool's commands, `change` in `scontrol change`
+    not_a_command: str = ""
 
     @property
     def assembled(self) -> bool:

@@ -277,10 +277,18 @@ def check_grounding(
         if text and text not in seen and not is_placeholder(checked) and not is_stand_in_path(text):
             found, adapted = sources.finds(kind, checked)
             nearest = None if found else nearest_in_sources(text, kind, sources.joined, numbers)
+            command = checked.split()[1] if not found and sources.unknown_command(checked) else ""
             unasked = sources.unasked_values(checked) if adapted else ()
             examples = example_values(text, sources.haystack, question) if found else ()
             seen[text] = GroundingItem(
-                text, kind, found, *(nearest or ("", None)), adapted=adapted, unasked=unasked, examples=examples
+                text,
+                kind,
+                found,
+                *(nearest or ("", None)),
+                adapted=adapted,
+                unasked=unasked,
+                examples=examples,
+                not_a_command=command,
             )
     specifics = [item for item in check_specifics(answer, passages, question) if item.text not in seen]
     placed = [_placed(item, sources, numbers, as_placeholders(item.text, declared)) for item in seen.values()]

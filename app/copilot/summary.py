@@ -62,7 +62,8 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", REPEATED_EARLIER))
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
-        notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{nearest}"))
+        why = no_such_command(item, code)
+        notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{why}{nearest}"))
     notes += [("warning", borrowed(sentence, word)) for sentence, word in final.borrowed]
     notes += [("note", left_out(sentence, run)) for sentence, run in final.left_out]
     notes += [("warning", splice(spliced)) for spliced in final.spliced]
@@ -77,6 +78,15 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
     notes += [("note", definition(defined, code)) for defined in final.definitions]
     return notes
+
+
+def no_such_command(item: GroundingItem, code: Callable[[str], str]) -> str:
+    """Why an unfound command line cannot be right, where its tool takes no such command (grounding.py's
+    `unknown_command`): '' otherwise."""
+    if not item.not_a_command:
+        return ""
+    tool = item.text.split()[0]
+    return f": {code(tool)} has no command {code(item.not_a_command)} (its man page lists the ones it takes)"
 
 
 def adapted(item: GroundingItem, code: Callable[[str], str]) -> str:

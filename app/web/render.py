@@ -32,6 +32,7 @@ from app.copilot.summary import (
     left_out,
     misattribution,
     misquotation,
+    no_such_command,
     recitation,
     run_under_tool,
     shown_paths,
@@ -285,6 +286,7 @@ def grounding_html(
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
         f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b>"
+        + no_such_command(item, _code_html)
         + (f"; nearest in [{item.nearest_source}]: <code>{html.escape(item.nearest)}</code>" if item.nearest else "")
         + "</li>"
         for item in items

@@ -99,3 +99,16 @@ def test_a_tool_run_with_a_command_it_does_not_take_is_not_found_though_its_word
     assert sources.may_complete("scontrol up") and sources.may_complete("scontrol update ")
     assert sources.may_complete("scontrol update JobId=<job_id> Name=")
     assert sources.finds("code", "run scontrol update JobId=<job_id>") == (True, False)  # verbatim stays found
+
+
+def test_every_front_end_says_the_tool_has_no_such_command():
+    passage = Passage(1, "To change a job's name, run scontrol update JobId=<job_id> Name=<name>.", "s.html", "s", "")
+    commands = {"scontrol": frozenset({"update", "show"})}
+    final = final_from_text(QUESTION, [passage], "[1] Run `scontrol change <job_id>`.", "eos", commands=commands)
+    (item,) = [item for item in final.grounding if item.text == "scontrol change <job_id>"]
+    assert not item.found and item.not_a_command == "change"
+    notes = " ".join(text for _, text in check_notes(final, code=lambda text: f"`{text}`"))
+    assert "`scontrol change <job_id>` is not found in the sources: `scontrol` has no command `change`" in notes
+    assert "<code>scontrol</code> has no command <code>change</code>" in grounding_html(final.grounding)
+    plain = final_from_text(QUESTION, [passage], "[1] Run `scontrol change <job_id>`.", "eos")
+    assert [i.found for i in plain.grounding if i.text == "scontrol change <job_id>"] == [True]  # no list: words
