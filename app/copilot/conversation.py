@@ -186,5 +186,17 @@ def number_new_passages(candidates: Sequence[Passage], already: Sequence[Passage
     return [replace(p, number=start + i + 1) for i, p in enumerate(fresh)]
 
 
+def held_passages(candidates: Sequence[Passage], already: Sequence[Passage]) -> list[Passage]:
+    """The kept passages that hold a candidate `number_new_passages` skips, under their own numbers, in the
+    candidates' order: what this turn's search found again."""
+    held: list[Passage] = []
+    for candidate in candidates:
+        chunks = _chunks(candidate)
+        holder = next((p for p in already if chunks & _chunks(p)), None)
+        if holder is not None and holder not in held and chunks <= {c for p in already for c in _chunks(p)}:
+            held.append(holder)
+    return held
+
+
 def _chunks(passage: Passage) -> set[str]:
     return member_ids(passage.chunk_id) if passage.chunk_id else {passage.text}

@@ -23,6 +23,7 @@ from app.copilot.borrowed import borrowed_sentences, without_copied
 from app.copilot.code_spans import prose
 from app.copilot.conversation import (
     follow_up_passages,
+    held_passages,
     keep_history,
     number_new_passages,
     searched_with,
@@ -455,7 +456,7 @@ class Copilot:
     def _refuse(self, prepared: _Prepared, started: float, retrieval_s: float, judge_s: float = 0.0) -> Iterator[Event]:
         """The gate's answer: no answer is generated (the judge may have run: `judge_s`); the nearest sources
         are listed."""
-        text = gate.refusal_text(prepared.new_passages, prepared.question)
+        text = gate.refusal_text(prepared.nearest, prepared.question)
         stats = {
             "new_tokens": 0,
             "retrieval_s": round(retrieval_s, 4),
@@ -470,7 +471,7 @@ class Copilot:
             answer=text,
             finish_reason="gated",
             passages=prepared.all_passages,
-            sources=cite.source_list(prepared.new_passages, citations),
+            sources=cite.source_list(prepared.nearest, citations),
             citations=citations,
             grounding=[],
             stats=stats,
@@ -482,7 +483,7 @@ class Copilot:
             relevance=prepared.relevance.to_dict() if prepared.relevance else None,
             gated=True,
             # a value's band in a listed source's thresholds is the source's, not an answer: still shown
-            definitions=thresholds(prepared.question, prepared.new_passages),
+            definitions=thresholds(prepared.question, prepared.nearest),
         )
 
     def _prepare(
@@ -530,6 +531,7 @@ class Copilot:
             kept.messages,
             searched_alone,
             commands=self.tool_commands(),
+            held=held_passages(candidates, kept.passages),
         )
 
     def _generate(
@@ -788,6 +790,13 @@ class _Prepared:
     kept_earlier_bare: bool = False  # searched alone after earlier turns: the prompt keeps them bare
     relevance: gate.Relevance | None = None
     commands: Mapping[str, frozenset[str]] = field(default_factory=dict)  # each tool's commands (subcommands.py)
+    held: list[Passage] = field(default_factory=list)  # passages this search found again in a kept turn
+
+    @property
+    def nearest(self) -> list[Passage]:
+        """What a refusal lists: the new passages, or, when this search found only what a kept turn holds (a
+        follow-up searched with the question before it), those, under their numbers; never nothing."""
+        return self.new_passages or self.held
 
     @property
     def all_passages(self) -> list[Passage]:

@@ -286,6 +286,17 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
     assert view.title == "the sources do not cover this question: not answered" and not view.pending
 
 
+def test_a_follow_up_refused_over_the_passages_of_the_turn_before_lists_them_under_their_numbers(copilot, calibrated):
+    first = collect(copilot.answer("How do I drain a node?"))
+    assert not first.gated and first.turn.passages
+    copilot._retriever.similarity = 0.3  # the same passages found again, now under the gate's threshold
+    final = collect(copilot.answer("How do I take it out of production while I look?", history=[first.turn]))
+    assert final.gated and "The nearest sources I found are:" in final.answer  # not a bare "do not cover"
+    numbers = [source["number"] for source in final.sources]
+    assert numbers and set(numbers) <= {p.number for p in first.turn.passages}  # as the conversation numbered them
+    assert "runbook-0.md" in final.answer
+
+
 def test_a_refusal_still_shows_where_the_questions_value_falls_in_a_listed_sources_thresholds(tiny_engine, calibrated):
     ups = "| Signal | WARNING | CRITICAL |\n| --- | --- | --- |\n| UPS runtime left | < 15 min | < 10 min: shut down |"
     retriever = FakeRetriever([("power.md", ups)], title="Power and Cooling Incident", heading="Thresholds")
