@@ -228,10 +228,11 @@ class Copilot:
             retriever = self._retriever
             if retriever is None:
                 return self._released_commands
+            # the generation first: a reload in between caches the new chunks under the old name, read again next time
+            generation = getattr(retriever, "generation", None)
             chunks = getattr(retriever, "chunks", None)
             if chunks is None:
                 return {}
-            generation = getattr(retriever, "generation", None)
             if self._commands_of is None or self._commands_of[0] != generation:
                 self._commands_of = (generation, tool_commands(chunks))
             return self._commands_of[1]
@@ -795,7 +796,7 @@ class _Prepared:
     @property
     def nearest(self) -> list[Passage]:
         """What a refusal lists: the new passages, or, when this search found only what a kept turn holds (a
-        follow-up searched with the question before it), those, under their numbers; never nothing."""
+        follow-up searched with the question before it), those, under their numbers."""
         return self.new_passages or self.held
 
     @property
