@@ -46,6 +46,7 @@ from app.copilot.events import GroundingItem
 from app.copilot.example_values import example_values
 from app.copilot.nearest import nearest_in_sources
 from app.copilot.specifics import check_specifics
+from app.copilot.subcommands import COMMAND_WORD
 
 _PATH = re.compile(r"(?<![\w./~-])(?:~|\.{1,2})?(?:/[\w.@%+-]+){2,}/?")
 _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-Za-z]")
@@ -75,7 +76,7 @@ _SPACED_EQUALS = re.compile(r"(?<=\w) ?= ?(?=\S)")  # `RebootProgram = /sbin/reb
 # `Reason="ECC memory warnings"`: the quoted words are one value (the user's reason), not arguments of their own
 _QUOTED_SETTING = re.compile(r"""(?<!\S)[^\s="']+=(["'])[^"'\n]*?\s[^"'\n]*?\1(?=[\s.,;:)]|$)""")
 _BUILT_KINDS = ("code", "command", "option")  # the kinds a user's values may go into (`_built_from_one`)
-_COMMAND_WORD = re.compile(r"[a-z][a-z_]*")  # a tool's command as its man page lists it: `update`, `cancel_reboot`
+_COMMAND_WORD = re.compile(COMMAND_WORD)  # the shape of the commands `subcommands.tool_commands` collects
 
 
 def normalise(text: str) -> str:

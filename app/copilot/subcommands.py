@@ -23,7 +23,8 @@ from app.copilot.events import GroundingItem, Passage
 
 COMMAND_SECTIONS = ("COMMANDS", "INTERACTIVE COMMANDS")  # man-page section names, upper case as man pages write them
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_-]*")  # a man page's title is its command's name
-_ENTRY = re.compile(r"^(?:[-*•]\s+)?([a-z][a-z_]*)(?=\s|$)", re.M)  # a COMMANDS entry: "- hold <job_list>"
+COMMAND_WORD = r"[a-z][a-z_]*"  # a tool's command as its man page lists it: `update`, `cancel_reboot`
+_ENTRY = re.compile(rf"^(?:[-*•]\s+)?({COMMAND_WORD})(?=\s|$)", re.M)  # a COMMANDS entry: "- hold <job_list>"
 
 
 def tool_of(passage: Passage) -> str:
@@ -48,7 +49,7 @@ def tool_commands(chunks: Iterable[Any]) -> dict[str, frozenset[str]]:
     for chunk in chunks:  # any list entry of its page: `- reservation Utilization` is a report of sreport's
         if (chunk.title or "").strip() in listed:
             listed[chunk.title.strip()].update(_ENTRY.findall(chunk.text))
-    after = re.compile(rf"(?<![\w.-])({'|'.join(map(re.escape, listed))}) ([a-z][a-z_]*)\b")
+    after = re.compile(rf"(?<![\w.-])({'|'.join(map(re.escape, listed))}) ({COMMAND_WORD})\b")
     for chunk in chunks:
         for tool, word in after.findall(chunk.text):
             listed[tool].add(word)
