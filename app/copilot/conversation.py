@@ -180,7 +180,7 @@ def keep_history(
 def number_new_passages(candidates: Sequence[Passage], already: Sequence[Passage]) -> list[Passage]:
     """Number this turn's passages after the kept ones, skipping any whose chunks the prompt already holds
     (a passage joined from neighbours holds several: retrieval/neighbours.py)."""
-    present = {chunk for p in already for chunk in _chunks(p)}
+    present = _held_chunks(already)
     start = max((p.number for p in already), default=0)
     fresh = [p for p in candidates if not _chunks(p) <= present]
     return [replace(p, number=start + i + 1) for i, p in enumerate(fresh)]
@@ -189,13 +189,20 @@ def number_new_passages(candidates: Sequence[Passage], already: Sequence[Passage
 def held_passages(candidates: Sequence[Passage], already: Sequence[Passage]) -> list[Passage]:
     """The kept passages that hold a candidate `number_new_passages` skips, under their own numbers, in the
     candidates' order: what this turn's search found again."""
+    present = _held_chunks(already)
     held: list[Passage] = []
     for candidate in candidates:
         chunks = _chunks(candidate)
-        holder = next((p for p in already if chunks & _chunks(p)), None)
-        if holder is not None and holder not in held and chunks <= {c for p in already for c in _chunks(p)}:
-            held.append(holder)
+        if chunks <= present:  # the candidates `number_new_passages` skips
+            holder = next((p for p in already if chunks & _chunks(p)), None)
+            if holder is not None and holder not in held:
+                held.append(holder)
     return held
+
+
+def _held_chunks(passages: Sequence[Passage]) -> set[str]:
+    """Every chunk the passages hold (a passage joined from neighbours holds several)."""
+    return {chunk for p in passages for chunk in _chunks(p)}
 
 
 def _chunks(passage: Passage) -> set[str]:
