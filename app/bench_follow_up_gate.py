@@ -85,9 +85,11 @@ def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dic
         # after the verdict, so that it came from a cache this never touched; the judge prompt is then computed
         # from where the follow-up's prompt began, as the pipeline computes it (Copilot._in_fixed_pieces)
         judged = result["judged"]
-        result["judged_all"] = (
-            judged if judged is not None else round(copilot.judge(row["question"], passages, options, [first.turn]), 4)
-        )
+        if judged is None:
+            history, k = [first.turn], options.passages
+            candidates = copilot.candidates_for(row["question"], passages, query, history, k)
+            judged = round(copilot.judge(row["question"], candidates, options, history, places=k), 4)
+        result["judged_all"] = judged
     return result
 
 

@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,7 @@ from core.atomic import write_atomic
 from core.errors import SpecragError
 
 if TYPE_CHECKING:
+    from app.copilot import Copilot, Passage, Turn
     from retrieval.retriever import HybridRetriever, Retriever
 
 WARMUP = 5
@@ -251,10 +253,56 @@ def follow_up_retrieval(index: Path, conversations: list[dict], k: int = DEFAULT
                 hits = sum(any(source_matches(s, g) for g in row["gold"]) for s in sources)
                 figures |= {"hit@5": found["hit@5"], "mrr": found["mrr"], f"precision@{k}": hits / max(len(sources), 1)}
             scores.setdefault(row["kind"], {}).setdefault(policy, []).append(figures)
+        if row["gold"]:
+            for policy, read in passages_read(copilot, row, k).items():
+                gold = [
+                    any(source_matches(p.source, g) for p in part for g in row["gold"])
+                    for part in (read.held, read.new)
+                ]
+                figures = {"gold read": float(gold[0] or gold[1]), "gold new": float(gold[1]), "new": len(read.new)}
+                scores[row["kind"]].setdefault(policy, []).append(figures)
     return {
         kind: {policy: {"questions": len(rows), **_means(rows)} for policy, rows in policies.items()}
         for kind, policies in scores.items()
     }
+
+
+@dataclass(frozen=True)
+class Read:
+    held: list[Passage]  # passages of the earlier turns the prompt keeps
+    new: list[Passage]  # this turn's passages
+
+
+def passages_read(copilot: Copilot, row: dict, k: int) -> dict[str, Read]:
+    """The passages the model reads for `row`'s last question in the chat: those of the earlier turns the prompt
+    keeps (each earlier question asked in turn, its passages as the chat numbers them), and its own new ones,
+    taken from its k passages alone (before session 55) or from the next ones of its search as well (the
+    pipeline's `candidates_for`). Earlier answers are left empty, so more turns fit than in the chat."""
+    from app.copilot import AnswerOptions, Turn
+    from app.copilot.conversation import keep_history, number_new_passages
+
+    budget = AnswerOptions().history_tokens
+
+    def keep(history: list[Turn], question: str, query: str) -> list[Passage]:
+        return keep_history(history, budget, _tokens, whole=not history or query != question).passages
+
+    earlier = row["previous"]
+    history: list[Turn] = []
+    for question in [earlier] if isinstance(earlier, str) else earlier:
+        passages, query = copilot.retrieve_for(question, history, k)
+        candidates = copilot.candidates_for(question, passages, query, history, k)
+        new = number_new_passages(candidates, keep(history, question, query), k)
+        history.append(Turn(question, "", tuple(new), kept_earlier_bare=bool(history) and query == question))
+    question = row["question"]
+    passages, query = copilot.retrieve_for(question, history, k)
+    held = keep(history, question, query)
+    ways = {"k passages": passages, "and the next ones": copilot.candidates_for(question, passages, query, history, k)}
+    return {f"read, {way}": Read(held, number_new_passages(found, held, k)) for way, found in ways.items()}
+
+
+def _tokens(messages: list[dict[str, str]]) -> int:
+    """About how many tokens `messages` take: four characters a token (the bench loads no tokenizer)."""
+    return sum(len(m["content"]) for m in messages) // 4
 
 
 def _means(rows: list[dict[str, float]]) -> dict[str, float]:

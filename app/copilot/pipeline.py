@@ -26,6 +26,7 @@ from app.copilot.conversation import (
     held_passages,
     keep_history,
     number_new_passages,
+    passages_beyond,
     searched_with,
     your_previous,
 )
@@ -271,6 +272,16 @@ class Copilot:
 
         return follow_up_passages(question, history, lambda query: self.retrieve(query, k), stands_alone)
 
+    def candidates_for(
+        self, question: str, passages: list[Passage], query: str, history: Sequence[Turn], k: int
+    ) -> list[Passage]:
+        """What a question's k new passages are taken from: `passages`, found by `query` in its conversation
+        (`retrieve_for`), then, when earlier turns may be kept with their passages, the next ones of the same
+        search (conversation.passages_beyond). A question searched alone keeps the earlier turns bare."""
+        if not history or query == question:
+            return passages
+        return passages_beyond(passages, self.retrieve(query, 2 * k))
+
     def answer(
         self,
         question: str,
@@ -284,9 +295,12 @@ class Copilot:
         started = time.perf_counter()
         # searched alone after earlier turns: they stay bare, so its sources are numbered from [1] (conversation.py)
         searched_alone = with_previous = False
+        candidates, places = passages, None
         if passages is None:
             yield Status("searching", SEARCHING)
             passages, query = self.retrieve_for(question, history, options.passages)
+            places = options.passages
+            candidates = self.candidates_for(question, passages, query, history, places)
             searched_alone = bool(history) and query == question
             # a follow-up searched together with the question before it (or the two before it): how many
             with_previous = len(searched_with(history)) if query != question else 0
@@ -297,7 +311,7 @@ class Copilot:
             target = self.loaded.target if self.loaded else None
             relevance = gate.assess(passages, self.embedding_model, target, question)
         retrieval_s = time.perf_counter() - started
-        prepared = self._prepare(question, list(history), list(passages), options, searched_alone)
+        prepared = self._prepare(question, list(history), list(candidates), options, searched_alone, places)
         prepared.relevance = relevance
         detail = {
             "count": len(prepared.new_passages),
@@ -444,12 +458,14 @@ class Copilot:
         options: AnswerOptions | None = None,
         history: Sequence[Turn] = (),
         searched_alone: bool = False,
+        places: int | None = None,
     ) -> float:
         """The relevance gate's judge on a question and its passages, alone (gate_calibration --judge) or after
-        `history` with the prompt `answer` would build (bench_follow_up_gate --judge-all)."""
-        prepared = self._prepare(
-            checked_question(question), list(history), list(passages), options or self.options.answer, searched_alone
-        )
+        `history` with the prompt `answer` would build (bench_follow_up_gate --judge-all: the candidates
+        `candidates_for` gives, at most `places` of them new)."""
+        options = options or self.options.answer
+        question = checked_question(question)
+        prepared = self._prepare(question, list(history), list(passages), options, searched_alone, places)
         with self._engine_lock:
             self._warm_once()
             return self._judge_log_odds(prepared)[0]
@@ -494,15 +510,17 @@ class Copilot:
         candidates: list[Passage],
         options: AnswerOptions,
         searched_alone: bool = False,
+        places: int | None = None,
     ) -> _Prepared:
-        """Keep the history that fits, number the passages, trim them to the context budget."""
+        """Keep the history that fits, number the passages (at most `places` new ones), trim them to the context
+        budget."""
         tokenizer = self.engine.tokenizer
 
         def count(messages: list[dict[str, str]]) -> int:
             return len(encode_prompt(tokenizer, messages))
 
         kept = keep_history(history, options.history_tokens, count, whole=not searched_alone)
-        new = number_new_passages(candidates, kept.passages)
+        new = number_new_passages(candidates, kept.passages, places)
         limit = self.engine.context_limit - options.max_new_tokens
         notes: dict[str, Any] = {"history_turns": kept.turns}
         while True:

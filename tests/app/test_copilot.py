@@ -93,9 +93,28 @@ def test_new_passages_are_numbered_after_the_history(tiny_engine):
         loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=8, passages=2)), runbook_retriever(RUNBOOK)
     )
     first = collect(copilot.answer("drain?"))
-    copilot._retriever = runbook_retriever(RUNBOOK[::-1])
+    # the same chunks, ranked the other way round
+    copilot._retriever = FakeRetriever([(f"runbook-{i}.md", t) for i, t in enumerate(RUNBOOK)][::-1], heading="Nodes")
     follow = collect(copilot.answer("munge?", history=[first.turn]))
     assert [(p.number, p.text) for p in follow.turn.passages] == [(3, RUNBOOK[2])]
+
+
+def test_a_follow_up_whose_search_finds_the_earlier_passages_again_reads_the_next_ones(tiny_engine):
+    texts = [*RUNBOOK, "Reboot a drained node with scontrol reboot ASAP nextstate=RESUME.", "Logs: /var/log/slurmd.log"]
+    options = CopilotOptions(answer=AnswerOptions(max_new_tokens=8, passages=2))
+    copilot = Copilot(loading.load_engine(ModelOptions()), options, runbook_retriever(texts))
+    first = collect(copilot.answer("How do I drain a node?"))
+    assert [p.text for p in first.turn.passages] == texts[:2]
+    follow = collect(copilot.answer("and how do I undo it?", history=[first.turn]))
+    # its search (with the previous question) ranks the two held passages first: the next two take their places
+    assert copilot.retriever().queries[-1] == "and how do I undo it?\nHow do I drain a node?"
+    assert [(p.number, p.text) for p in follow.turn.passages] == [(3, texts[2]), (4, texts[3])]
+    decoded = copilot.engine.tokenizer.decode(follow.prompt_ids)
+    assert texts[3] in decoded and texts[4] not in decoded  # at most the turn's number of passages
+    # a question searched alone keeps the earlier turns bare: its own first passages, and no deeper search
+    searches = len(copilot.retriever().queries)
+    alone = collect(copilot.answer("Where do the munge keys live?", history=[first.turn, follow.turn]))
+    assert [p.text for p in alone.turn.passages] == texts[:2] and len(copilot.retriever().queries) == searches + 1
 
 
 def test_a_follow_up_passage_joined_from_chunks_the_prompt_holds_is_not_repeated():

@@ -72,7 +72,11 @@ def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, mi
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temp file left behind
     follow_ups = results["follow_ups"]
     assert set(follow_ups) == {"new-topic", "unanswerable"}
-    assert set(follow_ups["new-topic"]) == {"rule", "with previous", "alone"}
+    ways = {"read, k passages", "read, and the next ones"}
+    assert set(follow_ups["new-topic"]) == {"rule", "with previous", "alone"} | ways
+    read = [follow_ups["new-topic"][way] for way in sorted(ways)]
+    # the new topic is searched alone: the earlier turn is kept bare, so all it reads is its own 6 (3 chunks here)
+    assert read[0] == read[1] and read[0]["gold read"] == read[0]["gold new"] == 1.0 and 0 < read[0]["new"] <= 6
     new_topic = follow_ups["new-topic"]
     alone = new_topic["alone"]
     assert {k: alone[k] for k in ("questions", "hit@5", "mrr", "precision@6")} == {
