@@ -87,8 +87,8 @@ def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dic
         judged = result["judged"]
         if judged is None:
             history, k = [first.turn], options.passages
-            candidates = copilot.candidates_for(row["question"], passages, query, history, k)
-            judged = round(copilot.judge(row["question"], candidates, options, history, places=k), 4)
+            further = copilot.further_rankings(row["question"], query, history, k)
+            judged = round(copilot.judge(row["question"], passages, options, history, places=k, further=further), 4)
         result["judged_all"] = judged
     return result
 

@@ -277,7 +277,7 @@ def passages_read(copilot: Copilot, row: dict, k: int) -> dict[str, Read]:
     """The passages the model reads for `row`'s last question in the chat: those of the earlier turns the prompt
     keeps (each earlier question asked in turn, its passages as the chat numbers them), and its own new ones,
     taken from its k passages alone (before session 55) or from the next ones of its search as well (the
-    pipeline's `candidates_for`). Earlier answers are left empty, so more turns fit than in the chat."""
+    pipeline's `further_rankings`). Earlier answers are left empty, so more turns fit than in the chat."""
     from app.copilot import AnswerOptions, Turn
     from app.copilot.conversation import keep_history, number_new_passages
 
@@ -290,14 +290,14 @@ def passages_read(copilot: Copilot, row: dict, k: int) -> dict[str, Read]:
     history: list[Turn] = []
     for question in [earlier] if isinstance(earlier, str) else earlier:
         passages, query = copilot.retrieve_for(question, history, k)
-        candidates = copilot.candidates_for(question, passages, query, history, k)
-        new = number_new_passages(candidates, keep(history, question, query), k)
+        further = copilot.further_rankings(question, query, history, k)
+        new = number_new_passages(passages, keep(history, question, query), k, further)
         history.append(Turn(question, "", tuple(new), kept_earlier_bare=bool(history) and query == question))
     question = row["question"]
     passages, query = copilot.retrieve_for(question, history, k)
     held = keep(history, question, query)
-    ways = {"k passages": passages, "and the next ones": copilot.candidates_for(question, passages, query, history, k)}
-    return {f"read, {way}": Read(held, number_new_passages(found, held, k)) for way, found in ways.items()}
+    ways = {"k passages": (), "and further": copilot.further_rankings(question, query, history, k)}
+    return {f"read, {way}": Read(held, number_new_passages(passages, held, k, more)) for way, more in ways.items()}
 
 
 def _tokens(messages: list[dict[str, str]]) -> int:

@@ -46,6 +46,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import zip_longest
 
 from app.copilot.events import Passage, Turn
 from app.copilot.gate import best_similarity
@@ -178,35 +179,42 @@ def keep_history(
 
 
 def number_new_passages(
-    candidates: Sequence[Passage], already: Sequence[Passage], places: int | None = None
+    candidates: Sequence[Passage],
+    already: Sequence[Passage],
+    places: int | None = None,
+    further: Sequence[Sequence[Passage]] = (),
 ) -> list[Passage]:
     """Number this turn's passages after the kept ones, skipping any whose chunks the prompt already holds
-    (a passage joined from neighbours holds several: retrieval/neighbours.py); at most `places` of them."""
-    present = _held_chunks(already)
-    start = max((p.number for p in already), default=0)
-    fresh = [p for p in candidates if not _chunks(p) <= present][:places]
-    return [replace(p, number=start + i + 1) for i, p in enumerate(fresh)]
-
-
-def passages_beyond(first: Sequence[Passage], deeper: Sequence[Passage]) -> list[Passage]:
-    """`first`, then the passages of a deeper search for the same query that hold a chunk none before them holds.
+    (a passage joined from neighbours holds several: retrieval/neighbours.py): the candidates, then the `further`
+    rankings' passages taken from each in turn, at most `places` in all.
 
     A follow-up searched together with the question before it finds much of that question's passages again, and
-    the prompt already holds them in the earlier turn, so the model read only what was left: "and how do I bump it
-    to the front?" after a question on a job pending for priority got one new passage of six, and none on moving a
-    job up. The places of what the search found again go to the passages that follow in its ranking
-    (`number_new_passages` takes them up to the turn's number of passages). On the six Slurm follow-up sets (66
-    follow-ups) a gold page was among the passages the model reads, the earlier turns' and the new ones, for 59
-    against 62, and among the new ones for 49 against 55, with no follow-up losing one (README, "Follow-ups").
+    the prompt holds them in the earlier turn, so the model read only what was left: "and how do I bump it to the
+    front?" after a question on a job pending for priority got one new passage of six. The pipeline gives the
+    places of what was found again to the next passages of that search and of the follow-up searched alone, whose
+    own words the joined query drowns (`Copilot.further_rankings`). Over the six Slurm follow-up sets (66
+    follow-ups, `python -m app.bench_retrieval --conversations`), a gold page is among the passages the model
+    reads for 63 against 59, among the new ones for 56 against 49, and no follow-up loses one (README, "Follow-ups").
     """
-    taken = _held_chunks(first)
-    later = []
-    for passage in deeper:
+    present = _held_chunks(already)
+    fresh: list[Passage] = []
+
+    def take(passage: Passage) -> None:
         chunks = _chunks(passage)
-        if not chunks <= taken:
-            later.append(passage)
-            taken |= chunks
-    return [*first, *later]
+        if not chunks <= present:
+            fresh.append(passage)
+            present.update(chunks)
+
+    for passage in candidates:
+        take(passage)
+    # each further ranking without what is taken so far, then one passage from each in turn
+    rest = [[p for p in ranking if not _chunks(p) <= present] for ranking in further]
+    for row in zip_longest(*rest):
+        for passage in row:
+            if passage is not None:
+                take(passage)
+    start = max((p.number for p in already), default=0)
+    return [replace(p, number=start + i + 1) for i, p in enumerate(fresh[:places])]
 
 
 def held_passages(candidates: Sequence[Passage], already: Sequence[Passage]) -> list[Passage]:

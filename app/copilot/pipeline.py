@@ -26,7 +26,6 @@ from app.copilot.conversation import (
     held_passages,
     keep_history,
     number_new_passages,
-    passages_beyond,
     searched_with,
     your_previous,
 )
@@ -272,15 +271,14 @@ class Copilot:
 
         return follow_up_passages(question, history, lambda query: self.retrieve(query, k), stands_alone)
 
-    def candidates_for(
-        self, question: str, passages: list[Passage], query: str, history: Sequence[Turn], k: int
-    ) -> list[Passage]:
-        """What a question's k new passages are taken from: `passages`, found by `query` in its conversation
-        (`retrieve_for`), then, when earlier turns may be kept with their passages, the next ones of the same
-        search (conversation.passages_beyond). A question searched alone keeps the earlier turns bare."""
+    def further_rankings(self, question: str, query: str, history: Sequence[Turn], k: int) -> tuple[list[Passage], ...]:
+        """Where a follow-up's places go when its k passages hold what the earlier turns' passages hold
+        (conversation.number_new_passages): the next passages of its search, `query`, and the question searched
+        alone. None for a question searched alone, which keeps the earlier turns bare."""
         if not history or query == question:
-            return passages
-        return passages_beyond(passages, self.retrieve(query, 2 * k))
+            return ()
+        alone = self.retrieve(question, k)
+        return self.retrieve(query, 2 * k), alone  # the last search is the one the passages came from
 
     def answer(
         self,
@@ -295,12 +293,13 @@ class Copilot:
         started = time.perf_counter()
         # searched alone after earlier turns: they stay bare, so its sources are numbered from [1] (conversation.py)
         searched_alone = with_previous = False
-        candidates, places = passages, None
+        further: tuple[list[Passage], ...] = ()
+        places = None
         if passages is None:
             yield Status("searching", SEARCHING)
             passages, query = self.retrieve_for(question, history, options.passages)
             places = options.passages
-            candidates = self.candidates_for(question, passages, query, history, places)
+            further = self.further_rankings(question, query, history, places)
             searched_alone = bool(history) and query == question
             # a follow-up searched together with the question before it (or the two before it): how many
             with_previous = len(searched_with(history)) if query != question else 0
@@ -311,7 +310,7 @@ class Copilot:
             target = self.loaded.target if self.loaded else None
             relevance = gate.assess(passages, self.embedding_model, target, question)
         retrieval_s = time.perf_counter() - started
-        prepared = self._prepare(question, list(history), list(candidates), options, searched_alone, places)
+        prepared = self._prepare(question, list(history), list(passages), options, searched_alone, places, further)
         prepared.relevance = relevance
         detail = {
             "count": len(prepared.new_passages),
@@ -459,13 +458,14 @@ class Copilot:
         history: Sequence[Turn] = (),
         searched_alone: bool = False,
         places: int | None = None,
+        further: Sequence[Sequence[Passage]] = (),
     ) -> float:
         """The relevance gate's judge on a question and its passages, alone (gate_calibration --judge) or after
-        `history` with the prompt `answer` would build (bench_follow_up_gate --judge-all: the candidates
-        `candidates_for` gives, at most `places` of them new)."""
+        `history` with the prompt `answer` would build (bench_follow_up_gate --judge-all: with `places` and the
+        `further` rankings it gives)."""
         options = options or self.options.answer
         question = checked_question(question)
-        prepared = self._prepare(question, list(history), list(passages), options, searched_alone, places)
+        prepared = self._prepare(question, list(history), list(passages), options, searched_alone, places, further)
         with self._engine_lock:
             self._warm_once()
             return self._judge_log_odds(prepared)[0]
@@ -511,16 +511,17 @@ class Copilot:
         options: AnswerOptions,
         searched_alone: bool = False,
         places: int | None = None,
+        further: Sequence[Sequence[Passage]] = (),
     ) -> _Prepared:
-        """Keep the history that fits, number the passages (at most `places` new ones), trim them to the context
-        budget."""
+        """Keep the history that fits, number the passages (at most `places` new ones, the `further` rankings'
+        after the candidates': conversation.number_new_passages), trim them to the context budget."""
         tokenizer = self.engine.tokenizer
 
         def count(messages: list[dict[str, str]]) -> int:
             return len(encode_prompt(tokenizer, messages))
 
         kept = keep_history(history, options.history_tokens, count, whole=not searched_alone)
-        new = number_new_passages(candidates, kept.passages, places)
+        new = number_new_passages(candidates, kept.passages, places, further)
         limit = self.engine.context_limit - options.max_new_tokens
         notes: dict[str, Any] = {"history_turns": kept.turns}
         while True:

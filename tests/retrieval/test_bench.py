@@ -72,7 +72,7 @@ def test_bench_reports_ingest_timings_hits_and_latency(tmp_path, monkeypatch, mi
     assert [p.name for p in out.parent.iterdir()] == ["bench.json"]  # no temp file left behind
     follow_ups = results["follow_ups"]
     assert set(follow_ups) == {"new-topic", "unanswerable"}
-    ways = {"read, k passages", "read, and the next ones"}
+    ways = {"read, k passages", "read, and further"}
     assert set(follow_ups["new-topic"]) == {"rule", "with previous", "alone"} | ways
     read = [follow_ups["new-topic"][way] for way in sorted(ways)]
     # the new topic is searched alone: the earlier turn is kept bare, so all it reads is its own 6 (3 chunks here)
