@@ -191,10 +191,10 @@ def number_new_passages(
     A follow-up searched together with the question before it finds much of that question's passages again, and
     the prompt holds them in the earlier turn, so the model read only what was left: "and how do I bump it to the
     front?" after a question on a job pending for priority got one new passage of six. The pipeline gives the
-    places of what was found again to the next passages of that search and of the follow-up searched alone, whose
-    own words the joined query drowns (`Copilot.further_rankings`). Over the six Slurm follow-up sets (66
-    follow-ups, `python -m app.bench_retrieval --conversations`), a gold page is among the passages the model
-    reads for 63 against 59, among the new ones for 56 against 49, and no follow-up loses one (README, "Follow-ups").
+    places of what was found again to the next passages of that search (`Copilot.further_rankings`). Over the six
+    Slurm follow-up sets (66 follow-ups, `python -m app.bench_retrieval --conversations`), a gold page is among
+    the passages the model reads for 62 against 59, among the new ones for 55 against 49, and no follow-up loses
+    one (README, "Follow-ups").
     """
     present = _held_chunks(already)
     fresh: list[Passage] = []

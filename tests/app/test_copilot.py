@@ -99,32 +99,32 @@ def test_new_passages_are_numbered_after_the_history(tiny_engine):
     assert [(p.number, p.text) for p in follow.turn.passages] == [(3, RUNBOOK[2])]
 
 
-class AloneRetriever(FakeRetriever):
-    """Ranks the chunks in order for a query joined from several questions, the last one first for a question alone."""
+class UndoRetriever(FakeRetriever):
+    """Ranks the chunks in order, but the last one first for a question on undoing searched alone."""
 
     def retrieve(self, query, k):
         hits = super().retrieve(query, len(self.docs))
-        return (hits if "\n" in query else hits[-1:] + hits[:-1])[:k]
+        return (hits if "\n" in query or "undo" not in query else [hits[-1], *hits[:-1]])[:k]
 
 
 def test_a_follow_up_whose_search_finds_the_earlier_passages_again_reads_the_next_ones(tiny_engine):
     texts = [*RUNBOOK, "Reboot a drained node with scontrol reboot ASAP nextstate=RESUME.", "Logs: /var/log/slurmd.log"]
     options = CopilotOptions(answer=AnswerOptions(max_new_tokens=8, passages=2))
-    retriever = AloneRetriever([(f"runbook-{i}.md", t) for i, t in enumerate(texts)])
+    retriever = UndoRetriever([(f"runbook-{i}.md", t) for i, t in enumerate(texts)])
     copilot = Copilot(loading.load_engine(ModelOptions()), options, retriever)
     first = collect(copilot.answer("How do I drain a node?"))
-    assert [p.text for p in first.turn.passages] == [texts[4], texts[0]]
+    assert [p.text for p in first.turn.passages] == texts[:2]
     follow = collect(copilot.answer("and how do I undo it?", history=[first.turn]))
-    # searched with the previous question, it ranks texts 0 and 1 first, and the prompt holds texts 0 and 4: its
-    # two places go to text 1, then to the next of that search (2) and of the question alone (3), in turn
-    assert "and how do I undo it?\nHow do I drain a node?" in retriever.queries
-    assert [(p.number, p.text) for p in follow.turn.passages] == [(3, texts[1]), (4, texts[2])]
+    # searched with the previous question it finds texts 0 and 1 again, which the prompt holds: their places go
+    # to the next passages of that search, not to the question searched alone (text 4 first)
+    assert retriever.queries[-1] == "and how do I undo it?\nHow do I drain a node?"
+    assert [(p.number, p.text) for p in follow.turn.passages] == [(3, texts[2]), (4, texts[3])]
     decoded = copilot.engine.tokenizer.decode(follow.prompt_ids)
-    assert texts[2] in decoded and texts[3] not in decoded  # at most the turn's number of passages
+    assert texts[3] in decoded and texts[4] not in decoded  # at most the turn's number of passages
     # a question searched alone keeps the earlier turns bare: its own first passages, and nothing further
     searches = len(retriever.queries)
     alone = collect(copilot.answer("Where do the munge keys live?", history=[first.turn, follow.turn]))
-    assert [p.text for p in alone.turn.passages] == [texts[4], texts[0]] and len(retriever.queries) == searches + 1
+    assert [p.text for p in alone.turn.passages] == texts[:2] and len(retriever.queries) == searches + 1
 
 
 def test_the_places_of_passages_found_again_go_to_each_further_ranking_in_turn():
