@@ -217,18 +217,23 @@ def number_new_passages(
     return [replace(p, number=start + i + 1) for i, p in enumerate(fresh[:places])]
 
 
-def held_passages(candidates: Sequence[Passage], already: Sequence[Passage]) -> list[Passage]:
-    """The kept passages that hold a candidate `number_new_passages` skips, under their own numbers, in the
-    candidates' order: what this turn's search found again."""
+def nearest_passages(
+    candidates: Sequence[Passage], already: Sequence[Passage], new: Sequence[Passage]
+) -> list[Passage]:
+    """What a refusal lists: the search's own passages in its order, each under the number the prompt gives it (one
+    a kept turn holds under that turn's number), then the new passages taken further down its ranking
+    (`number_new_passages`); as many as the search's own. A follow-up searched with the question before it finds
+    that question's passages again, and those it ranked first are the nearest it found, not the further ones."""
     present = _held_chunks(already)
-    held: list[Passage] = []
+    nearest: list[Passage] = []
     for candidate in candidates:
         chunks = _chunks(candidate)
-        if chunks <= present:  # the candidates `number_new_passages` skips
-            holder = next((p for p in already if chunks & _chunks(p)), None)
-            if holder is not None and holder not in held:
-                held.append(holder)
-    return held
+        pool = already if chunks <= present else new  # held by a kept turn, or numbered as this turn's
+        holder = next((p for p in pool if chunks & _chunks(p)), None)
+        if holder is not None and holder not in nearest:
+            nearest.append(holder)
+    nearest += [p for p in new if p not in nearest]
+    return nearest[: len(candidates)]
 
 
 def _held_chunks(passages: Sequence[Passage]) -> set[str]:

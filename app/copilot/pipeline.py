@@ -23,8 +23,8 @@ from app.copilot.borrowed import borrowed_sentences, without_copied
 from app.copilot.code_spans import prose
 from app.copilot.conversation import (
     follow_up_passages,
-    held_passages,
     keep_history,
+    nearest_passages,
     number_new_passages,
     searched_with,
     your_previous,
@@ -557,7 +557,7 @@ class Copilot:
             kept.messages,
             searched_alone,
             commands=self.tool_commands(),
-            held=held_passages(candidates, kept.passages),
+            nearest=nearest_passages(candidates, kept.passages, new),
         )
 
     def _generate(
@@ -816,13 +816,9 @@ class _Prepared:
     kept_earlier_bare: bool = False  # searched alone after earlier turns: the prompt keeps them bare
     relevance: gate.Relevance | None = None
     commands: Mapping[str, frozenset[str]] = field(default_factory=dict)  # each tool's commands (subcommands.py)
-    held: list[Passage] = field(default_factory=list)  # passages this search found again in a kept turn
-
-    @property
-    def nearest(self) -> list[Passage]:
-        """What a refusal lists: the new passages, or, when this search found only what a kept turn holds (a
-        follow-up searched with the question before it), those, under their numbers."""
-        return self.new_passages or self.held
+    # what a refusal lists: the search's passages in its order, those a kept turn holds under their numbers
+    # (conversation.nearest_passages)
+    nearest: list[Passage] = field(default_factory=list)
 
     @property
     def all_passages(self) -> list[Passage]:

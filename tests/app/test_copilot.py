@@ -340,6 +340,18 @@ def test_a_follow_up_refused_over_the_passages_of_the_turn_before_lists_them_und
     assert "runbook-0.md" in final.answer
 
 
+def test_a_refused_follow_up_lists_what_its_search_ranked_first_not_the_passages_further_down(tiny_engine, calibrated):
+    texts = [*RUNBOOK, "Reboot a drained node with scontrol reboot ASAP nextstate=RESUME.", "Logs: /var/log/slurmd.log"]
+    options = CopilotOptions(answer=AnswerOptions(max_new_tokens=8, passages=2))
+    retriever = runbook_retriever(texts)
+    copilot = Copilot(loading.load_engine(ModelOptions()), options, retriever)
+    first = collect(copilot.answer("How do I drain a node?"))
+    retriever.similarity = 0.3  # found again below the gate's threshold; the prompt would read texts 2 and 3 too
+    final = collect(copilot.answer("How do I take it out of production while I look?", history=[first.turn]))
+    assert final.gated and [source["number"] for source in final.sources] == [1, 2]
+    assert "runbook-0.md" in final.answer and "runbook-2.md" not in final.answer
+
+
 def test_a_refusal_still_shows_where_the_questions_value_falls_in_a_listed_sources_thresholds(tiny_engine, calibrated):
     ups = "| Signal | WARNING | CRITICAL |\n| --- | --- | --- |\n| UPS runtime left | < 15 min | < 10 min: shut down |"
     retriever = FakeRetriever([("power.md", ups)], title="Power and Cooling Incident", heading="Thresholds")
