@@ -11,7 +11,9 @@ conversation and records the judge's log-odds and the gate's verdict (generation
 An unanswerable question the gate lets through is answered in full in its conversation, and counts as
 abstained when the answer says the sources do not cover it or is withheld (as `specrag eval` counts).
 Reports, per kind, how many cosine refuses, how many the judge was asked about, how many the gate
-refuses, and how many unanswerable ones end abstained.
+refuses, and how many unanswerable ones end abstained. With --answer-all every answerable follow-up is
+answered in full in its conversation too, and the report adds, per kind: how many answers cite a passage from
+a gold page (`gold` in the row), the ungrounded items in them, and the mean time to the first token.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, Turn, collect, gate
 from app.copilot.abstention import abstains
+from app.copilot.events import Final
+from app.eval.metrics import source_matches
 from app.eval.questions import RowError, json_object, read_lines
 from core.atomic import write_atomic
 from core.errors import SpecragError
@@ -51,10 +55,11 @@ def load_conversations(paths: list[Path]) -> list[dict]:
     return rows
 
 
-def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dict:
+def decide(copilot: Copilot, row: dict, options, judge_all: bool = False, answer_all: bool = False) -> dict:
     """The gate's verdict on `row`'s question after its previous one, with the judge where cosine refuses;
     `judge_all` also records the judge's score where cosine passes (`judged_all`), for a follow-up searched
-    together with the previous question, whose similarity that question's words may carry."""
+    together with the previous question, whose similarity that question's words may carry; `answer_all` answers
+    every question in full and records what its answer cites (`answered`)."""
     target = copilot.loaded.target if copilot.loaded else None
     one_token = replace(options, max_new_tokens=1)  # the verdict comes before the answer's first token
     probe = [Turn(row["previous"], "", ())]  # retrieval does not read the earlier answer
@@ -72,13 +77,15 @@ def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dic
     }
     unanswerable = row["kind"] == UNANSWERABLE
     score_all = judge_all and result["with_previous"]
-    if not relevance.needs_judge and not (unanswerable and relevance.covered) and not score_all:
+    if not relevance.needs_judge and not (unanswerable and relevance.covered) and not score_all and not answer_all:
         return result
     first = collect(copilot.answer(row["previous"], [], options))
     # an unanswerable question the gate lets through is answered in full: do the answer-side rules abstain?
-    final = collect(copilot.answer(row["question"], [first.turn], options if unanswerable else one_token))
+    final = collect(copilot.answer(row["question"], [first.turn], options if unanswerable or answer_all else one_token))
     reading = final.relevance or {}
     result |= {"judged": reading.get("judged"), "refused": final.gated, "previous_refused": first.gated}
+    if answer_all and not unanswerable:
+        result["answered"] = answered(final, row.get("gold") or [])
     if unanswerable:
         result |= {"abstained": final.gated or bool(final.withheld) or abstains(final.answer), "answer": final.answer}
     if score_all:
@@ -93,6 +100,19 @@ def decide(copilot: Copilot, row: dict, options, judge_all: bool = False) -> dic
     return result
 
 
+def answered(final: Final, gold: list[str]) -> dict:
+    """What an answer in full shows: whether it cites a passage from a gold page, its ungrounded items, its
+    new passages and its first token."""
+    cited = [source["path"] for source in final.sources if source["cited"]]
+    return {
+        "cites_gold": not final.gated and any(source_matches(path, page) for path in cited for page in gold),
+        "ungrounded": len(final.ungrounded),
+        "new_passages": len(final.turn.passages),
+        "first_token_s": final.stats.get("time_to_first_token_s"),
+        "answer": final.shown,
+    }
+
+
 def summarise(results: list[dict]) -> dict:
     kinds: dict[str, dict] = {}
     for r in results:
@@ -103,6 +123,14 @@ def summarise(results: list[dict]) -> dict:
         k["refused"] += r["refused"]
         if r["kind"] == UNANSWERABLE:
             k["abstained"] = k.get("abstained", 0) + (r["refused"] or r.get("abstained", False))
+        if "answered" in r:
+            a = r["answered"]
+            k["cites_gold"] = k.get("cites_gold", 0) + a["cites_gold"]
+            k["ungrounded"] = k.get("ungrounded", 0) + a["ungrounded"]
+            k.setdefault("first_token_s", []).append(a["first_token_s"] or 0.0)
+    for k in kinds.values():
+        if "first_token_s" in k:
+            k["first_token_s"] = round(sum(k["first_token_s"]) / len(k["first_token_s"]), 2)
     return kinds
 
 
@@ -116,6 +144,12 @@ def table(kinds: dict) -> str:
             f"| {kind} | {k['questions']} | {k['cosine_refused']} | {k['judged']} | {k['refused']} | "
             f"{k.get('abstained', '-')} |"
         )
+    for kind, k in kinds.items():
+        if "cites_gold" in k:
+            lines.append(
+                f"{kind}, answered in full: {k['cites_gold']} cite a gold page, {k['ungrounded']} ungrounded items, "
+                f"first token {k['first_token_s']} s on average"
+            )
     return "\n".join(lines)
 
 
@@ -128,6 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also ask the judge about every follow-up searched with the previous question (one more answer each)",
     )
+    parser.add_argument(
+        "--answer-all",
+        action="store_true",
+        help="answer every question in full in its conversation: answers citing a gold page, ungrounded items, "
+        "first token",
+    )
     add_copilot_args(parser)
     args = parser.parse_args(argv)
     rows = load_conversations(args.conversations)
@@ -135,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     copilot = Copilot.load(options, open_index_first=True)
     results = []
     for n, row in enumerate(rows, 1):
-        results.append(decide(copilot, row, options.answer, args.judge_all))
+        results.append(decide(copilot, row, options.answer, args.judge_all, args.answer_all))
         r = results[-1]
         judged = f" judge {r['judged']:+.2f}" if r["judged"] is not None else ""
         judged += f" judge-all {r['judged_all']:+.2f}" if r.get("judged_all") is not None else ""

@@ -106,3 +106,20 @@ def test_judge_all_scores_a_follow_up_searched_with_the_previous_question_as_the
         assert not result["cosine_refused"] and result["judged"] is None
     lone = ROW | {"question": "Who is on call for the storage team tonight?"}  # names its own subject
     assert "judged_all" not in bench_follow_up_gate.decide(judging_copilot, lone, options, judge_all=True)
+
+
+def test_answer_all_answers_a_follow_up_in_full_and_counts_the_gold_pages_it_cites(judging_copilot, monkeypatch):
+    from copilot_fakes import script_answer
+
+    script_answer(judging_copilot, monkeypatch, "[2] Resume it with scontrol update nodename=NODE state=resume.")
+    options = judging_copilot.options.answer
+    assert "answered" not in bench_follow_up_gate.decide(judging_copilot, ROW | {"gold": ["resume.md"]}, options)
+    result = bench_follow_up_gate.decide(judging_copilot, ROW | {"gold": ["resume.md"]}, options, answer_all=True)
+    answered = result["answered"]
+    assert not result["refused"] and answered["cites_gold"] and "Resume it with" in answered["answer"]
+    assert answered["ungrounded"] == 0 and answered["first_token_s"] > 0
+    other = bench_follow_up_gate.decide(judging_copilot, ROW | {"gold": ["drain.md"]}, options, answer_all=True)
+    assert not other["answered"]["cites_gold"]  # it cites resume.md only
+    kinds = bench_follow_up_gate.summarise([result, other])
+    assert kinds["follow-up"]["cites_gold"] == 1 and kinds["follow-up"]["ungrounded"] == 0
+    assert "follow-up, answered in full: 1 cite a gold page, 0 ungrounded items" in bench_follow_up_gate.table(kinds)
