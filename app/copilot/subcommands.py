@@ -24,7 +24,8 @@ from app.copilot.events import GroundingItem, Passage
 COMMAND_SECTIONS = ("COMMANDS", "INTERACTIVE COMMANDS")  # man-page section names, upper case as man pages write them
 _TOOL_NAME = re.compile(r"[a-z][a-z0-9_-]*")  # a man page's title is its command's name
 COMMAND_WORD = r"[a-z][a-z_]*"  # a tool's command as its man page lists it: `update`, `cancel_reboot`
-_ENTRY = re.compile(rf"^(?:[-*•]\s+)?({COMMAND_WORD})(?=\s|$)", re.M)  # a COMMANDS entry: "- hold <job_list>"
+_ENTRY_START = r"^(?:[-*•]\s+)?"  # where a COMMANDS entry begins: "- hold <job_list>", or "hold <job_list>"
+_ENTRY = re.compile(rf"{_ENTRY_START}({COMMAND_WORD})(?=\s|$)", re.M)  # any entry's command word
 
 
 def tool_of(passage: Passage) -> str:
@@ -73,7 +74,7 @@ def _with_tool(item: GroundingItem, by_number: dict[int, Passage], answer_words:
     if not (item.found and item.kind in ("code", "command") and item.holders and item.text.split()):
         return item
     first = item.text.split()[0]
-    entry = re.compile(rf"^(?:[-*•]\s+)?{re.escape(first)}(?=\s|$)", re.M)  # a section's entry: "- hold <job_list>"
+    entry = re.compile(rf"{_ENTRY_START}{re.escape(first)}(?=\s|$)", re.M)  # the entry of this command
     listing = [by_number[n] for n in item.holders if n in by_number and entry.search(by_number[n].text)]
     tools = {tool_of(passage) for passage in listing}
     if len(tools) != 1 or "" in tools:
