@@ -103,12 +103,6 @@ def _passage(source: dict[str, Any], chunk_text: Callable[[str], str | None], ro
     )
 
 
-def index_chunks(index_dir: Path) -> Callable[[str], str | None]:
-    """The passage text a saved chunk id names (a chunk's, or neighbours' joined: retrieval/neighbours.py)
-    in the live generation of the index at `index_dir`; None when the index no longer holds it."""
-    return chunk_texts(live_chunks(index_dir))
-
-
 def live_chunks(index_dir: Path) -> list[Any]:
     """The chunks of the live generation of the index at `index_dir`."""
     from retrieval.index import load_rows as load_index_rows
@@ -122,7 +116,8 @@ def live_chunks(index_dir: Path) -> list[Any]:
 
 
 def chunk_texts(chunks: Sequence[Any]) -> Callable[[str], str | None]:
-    """`index_chunks` over chunks already loaded."""
+    """The passage text a saved chunk id names (a chunk's, or neighbours' joined: retrieval/neighbours.py)
+    among `chunks` (an index's live generation: `live_chunks`); None when they no longer hold it."""
     from retrieval.neighbours import joined_text
 
     return partial(joined_text, chunks={chunk.chunk_id: chunk for chunk in chunks})

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from app.eval.questions import read_questions
-from app.eval.rescore import index_chunks, main, rescore_rows
+from app.eval.rescore import chunk_texts, live_chunks, main, rescore_rows
 from app.eval.results import load_rows
 from app.eval_cmd import run
 
@@ -28,14 +28,14 @@ def test_rescoring_reproduces_the_rows_the_eval_wrote_and_scores_an_edited_text_
     questions_path, results = saved
     rows, _ = load_rows(results)
     questions = {q.id: q for q in read_questions(questions_path)[0]}
-    rescored, kept = rescore_rows(rows, questions, index_chunks(fake_index))
+    rescored, kept = rescore_rows(rows, questions, chunk_texts(live_chunks(fake_index)))
     assert kept == {"no answer": 0, "gated": 0, "drafted": 0}
     assert json.loads(json.dumps(rescored)) == rows  # the same checks give the same rows
 
     munge = next(row for row in rows if row["id"] == "munge")
     edited = munge | {"answer": munge["answer"] | {"text": "[1] Stop munged, then copy the munge.key to every node."}}
     edited["answer"]["relevance"] = {"similarity": 0.45, "judged": 1.2, "covered": True}  # as an eval with a judge
-    (again,), _ = rescore_rows([edited], questions, index_chunks(fake_index))
+    (again,), _ = rescore_rows([edited], questions, chunk_texts(live_chunks(fake_index)))
     assert again["answer"]["relevance"] == edited["answer"]["relevance"]
     assert again["answer"]["keyword_recall"] == 1.0 and again["answer"]["citations"]["markers"] == [1]
     assert munge["answer"]["keyword_recall"] != 1.0  # the tiny model's own text said neither keyword
@@ -49,11 +49,11 @@ def test_drafted_and_gated_rows_are_kept_and_a_lost_chunk_is_an_error(saved, fak
         "answer": rows[0]["answer"] | {"citations": rows[0]["answer"]["citations"] | {"copied": {"1": 3}}}
     }
     gated = rows[1] | {"answer": rows[1]["answer"] | {"finish_reason": "gated"}}
-    rescored, kept = rescore_rows([drafted, gated, rows[2]], questions, index_chunks(fake_index))
+    rescored, kept = rescore_rows([drafted, gated, rows[2]], questions, chunk_texts(live_chunks(fake_index)))
     assert rescored[:2] == [drafted, gated] and kept == {"no answer": 0, "gated": 1, "drafted": 1}
     # a refusal's source titles once scored keywords: a gated answerable question now says nothing
     titled = gated | {"unanswerable": False, "answer": gated["answer"] | {"keyword_recall": 1.0, "f1": 0.4}}
-    (rescored_titled,), _ = rescore_rows([titled], questions, index_chunks(fake_index))
+    (rescored_titled,), _ = rescore_rows([titled], questions, chunk_texts(live_chunks(fake_index)))
     assert rescored_titled["answer"]["keyword_recall"] in (0.0, None) and rescored_titled["answer"]["f1"] in (0.0, None)
     assert rescored_titled["answer"]["text"] == titled["answer"]["text"]
 
