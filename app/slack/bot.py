@@ -206,12 +206,17 @@ def post(thread: SlackThread, text: str) -> None:
     thread.client.chat_postMessage(channel=thread.channel, thread_ts=thread.thread_ts, text=text)
 
 
+def clicked_channel(body: dict) -> str:
+    """The channel of a clicked message: the payload's channel, else its message container's."""
+    return body.get("channel", {}).get("id", "") or body.get("container", {}).get("channel_id", "")
+
+
 def reply_privately(client: Any, body: dict, text: str, what: str) -> None:
     """Answer a button click with a message only its clicker sees, in the clicked message's thread."""
-    user, channel = body.get("user", {}).get("id", ""), body.get("channel", {}).get("id", "")
+    user = body.get("user", {}).get("id", "")
     thread_ts = body.get("message", {}).get("thread_ts") or body.get("container", {}).get("thread_ts")
     try:
-        client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=text)
+        client.chat_postEphemeral(channel=clicked_channel(body), user=user, thread_ts=thread_ts, text=text)
     except SlackApiError as err:
         log.warning("could not %s: %s", what, err.response.get("error"))
 
@@ -219,11 +224,10 @@ def reply_privately(client: Any, body: dict, text: str, what: str) -> None:
 def take_button_off(client: Any, body: dict, note: str) -> None:
     """Drop "Answer anyway" from the clicked refusal (render.anyway_taken); its words and thumbs stay as they are."""
     message = body.get("message") or {}
-    channel = body.get("channel", {}).get("id", "") or body.get("container", {}).get("channel_id", "")
     ts = body.get("container", {}).get("message_ts") or message.get("ts", "")
     blocks = render.anyway_taken(message.get("blocks") or [], message.get("text", ""), note)
     try:
-        client.chat_update(channel=channel, ts=ts, text=message.get("text", ""), blocks=blocks)
+        client.chat_update(channel=clicked_channel(body), ts=ts, text=message.get("text", ""), blocks=blocks)
     except SlackApiError as err:
         log.warning("could not take the Answer anyway button off: %s", err.response.get("error"))
 
