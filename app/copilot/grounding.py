@@ -39,6 +39,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, inline_code, options, without_fences
 from app.copilot.declared_placeholders import as_placeholders, declared_placeholders, is_stand_in_path
@@ -56,6 +57,7 @@ _COMMAND = re.compile(r"^(?:\$\s+)?(?:sudo\s+)?[a-z][\w.-]*(?:\s+\S+)*?\s+--?[A-
 _QUOTED = re.compile(r'["“]([a-z][\w.-]* [^"“”\n]+)["”]')
 _COMMAND_MARK = re.compile(r"(?:^|\s)--?[A-Za-z]|\w=\S|<[^<>\s]+>")
 _SPACE = re.compile(r"\s+")
+_QUOTED_NAME = re.compile(r"(?<!\w)(['\"`‘“])([\w.-]+)['\"`’”](?!\w)")  # 'long', "test", `nvme`
 # A shell comment in words ("# Install the PAM module", "# For example:"), which no one runs; a root prompt
 # before a command ("# sacctmgr add user ...", the man pages' way) starts lowercase and is checked.
 _COMMENT = re.compile(r"#+\s+[A-Z][^=<>`]*")
@@ -229,9 +231,18 @@ class GroundingSources:
 
 def _question_values(question: str) -> frozenset[str]:
     """The question's words that name a value of the user's own rather than a plain word or an option: a
-    node, job or host name with a digit or a joiner in it (`cn117`, `gpu-node-3`, `4711`)."""
+    node, job or host name with a digit or a joiner in it (`cn117`, `gpu-node-3`, `4711`), or a word the
+    question quotes (`_quoted_names`)."""
     words = (word.strip(WORD_EDGES + "?!") for word in question.split())
-    return frozenset(word for word in words if len(word) >= 2 and not word.isalpha() and not word.startswith("-"))
+    named = (word for word in words if len(word) >= 2 and not word.isalpha() and not word.startswith("-"))
+    return frozenset(named) | _quoted_names(question)
+
+
+@lru_cache(maxsize=64)  # the decoding filter asks per token, with one question per answer
+def _quoted_names(question: str) -> frozenset[str]:
+    """Single words the question puts in quotes: the user's names for their own things, even plain words
+    ("the QOS called 'test'", "under the 'long' QOS"), as `sacctmgr delete qos test` writes them."""
+    return frozenset(match.group(2) for match in _QUOTED_NAME.finditer(question))
 
 
 def _spaced(text: str) -> str:
@@ -370,7 +381,8 @@ def _split_word(word: str, first: bool) -> list[tuple[str, str]]:
         return [("name", short.group(1)), *_values(short.group(2))]
     if "=" in word.lstrip("=") and not word.startswith("="):
         key, value = word.split("=", 1)
-        return [("name", key), *_values(value)]
+        # a man page's optional value: `--nice[=adjustment]` names the option `--nice`
+        return [("name", key.removesuffix("[")), *_values(value)]
     return [("name" if first or word.startswith("-") else "arg", word)]
 
 
@@ -390,7 +402,7 @@ def _users_value(role: str, piece: str, question: str) -> bool:
     if _NUMBER.fullmatch(piece) or _PLACEHOLDER.fullmatch(piece):
         return True
     if role == "arg" and piece.isalpha():
-        return False
+        return piece in _quoted_names(question)
     spaced = _spaced(piece)
     return len(spaced) >= 2 and f" {spaced} " in f" {_spaced(question)} "
 

@@ -106,6 +106,26 @@ def test_a_quoted_reason_and_a_lone_name_from_the_question_are_the_users_values(
                                                        ("value", "hung")]  # fmt: skip
 
 
+def test_a_word_the_question_quotes_is_the_users_name_and_an_optional_value_names_its_option():
+    # fresh10 (session 56): `squeue -q long` for "the 'long' QOS" and `salloc --nice=100` from a man page's
+    # `--nice[=adjustment]` were flagged "not found", though each was its source's option with the user's value
+    passages = [
+        "squeue › OPTIONS\n- -q, --qos=<qos_list> - Specify the qos(s) of the jobs or steps to view.",
+        "salloc › OPTIONS\n- --nice[=adjustment]\n- Run the job with an adjusted scheduling priority within Slurm.",
+    ]
+    question = "How do I list the jobs under the 'long' QOS, and lower my job's priority?"
+    answer = "`squeue -q long`, `salloc --nice=100`; not `squeue -q short`, `squeue -q priority`, `salloc --nicer=5`."
+    found = {item.text: item.found for item in check_grounding(answer, passages, question)}
+    assert found["squeue -q long"] and found["salloc --nice=100"]
+    # a word no one quoted, a plain word of the question, an option no page has: still the model's, still flagged
+    assert not any(found[text] for text in ("squeue -q short", "squeue -q priority", "salloc --nicer=5"))
+    sources = GroundingSources(passages, question)
+    assert all(sources.may_complete("squeue -q long"[:end]) for end in range(1, 15))
+    assert pieces("--nice[=adjustment]") == [("name", "--nice"), ("value", "adjustment")]
+    # an apostrophe inside or after a word quotes nothing
+    assert not GroundingSources(passages, "The user's jobs' QOS isn't long").holds_whole("code", "squeue -q long")
+
+
 def test_a_date_with_slashes_or_glued_to_a_short_option_is_a_value_of_the_users():
     # fresh6 `s6-05` (session 44): "last month" as start=10/01/2023 end=10/31/2023 in the guide's sreport line
     # was flagged "not found", where the model's chosen dates are what to check
