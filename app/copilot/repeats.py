@@ -89,6 +89,7 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
     out: list[str] = []
     echo_lines: list[bool] = []  # per line of `out`: a prose line made only of echoes
     block: list[str] | None = None  # the open code block: its fence line, then its kept lines
+    previous: tuple[list[str], int] = ([], -1)  # the last code block shown: its lines, and where `out` ended it
     for number, line in enumerate(raw_lines):
         last_line = number == len(raw_lines) - 1
         if _FENCE.match(line):
@@ -96,9 +97,12 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
                 block = [line]
             else:
                 shown = [*block, line] if len(block) > 1 else []  # a block of repeats only goes whole
+                if shown and _again(shown, previous, out):
+                    shown = []
                 out.extend(shown)
                 echo_lines.extend([False] * len(shown))
-                dropped, block = dropped or len(block) == 1, None
+                dropped, block = dropped or not shown, None
+                previous = (shown, len(out)) if shown else previous
             continue
         if block is not None:
             if not code or keep(line, last_line) or not line.strip():
@@ -124,6 +128,18 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
     if not dropped:
         return text
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def _again(block: list[str], previous: tuple[list[str], int], out: list[str]) -> bool:
+    """Is `block` the code block shown just before it once more, with nothing but blank lines between? The
+    model sometimes writes a command's block twice in a row (seen in the chat); an answer that ended on its own
+    keeps its code as written, but one block twice back to back is no second step."""
+    lines, end = previous
+    return (
+        bool(lines)
+        and [_key(line) for line in block] == [_key(line) for line in lines]
+        and not any(line.strip() for line in out[end:])
+    )
 
 
 def without_sentences(text: str, sentences: Sequence[str]) -> str:

@@ -50,6 +50,16 @@ def test_an_answer_that_ended_on_its_own_shows_prose_once_and_keeps_its_code_as_
     assert shown_answer(as_written, "eos") == as_written  # nothing repeated: not even its spacing changes
 
 
+def test_one_code_block_written_twice_back_to_back_is_shown_once_even_in_an_answer_that_ended_on_its_own():
+    # session 56, in the chat: a license reservation's `scontrol create reservation` block came twice in a row
+    block = "```\nscontrol create reservation licenses=lustre:1000 \\\n   duration=120\n```"
+    text = f"[3] Create a reservation:\n\n{block}\n\n{block}\n\nIt blocks the licenses [3]."
+    assert shown_answer(text, "eos") == f"[3] Create a reservation:\n\n{block}\n\nIt blocks the licenses [3]."
+    # words between the two blocks make the second one a step of its own, and another block is another command
+    stepped = f"{block}\nThen once more on the test cluster:\n{block}\n```\nscontrol show reservation\n```"
+    assert shown_answer(stepped, "eos") == stepped
+
+
 def test_an_answer_cut_by_the_length_limit_loses_the_restart_it_was_cut_in_and_keeps_its_code():
     two_examples = "```\nsbatch --array=0-9 job.sh\n```\nOr with a throttle:\n```\nsbatch --array=0-9 job.sh\n```"
     text = f"[5] {MUNGE}\n{two_examples}\n\n[2] All nodes in the"
