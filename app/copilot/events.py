@@ -211,6 +211,8 @@ class Final:
     borrowed: list[tuple[str, str]] = field(default_factory=list)
     # (sentence, copied run): sentences left out of the shown answer, copied from the worked example (borrowed.py)
     left_out: list[tuple[str, str]] = field(default_factory=list)
+    # sentences left out of the shown answer because an earlier answer of the conversation said them (said_before.py)
+    said_before: list[str] = field(default_factory=list)
     # what the sources say the options and settings of the answer's code do (definitions.py)
     definitions: list[Definition] = field(default_factory=list)
     # sentences joining quotes of two different items of one source (splices.py)
@@ -228,10 +230,12 @@ class Final:
     def shown(self) -> str:
         """What the front ends show: the answer (each sentence once if it was stopped for repeating
         itself: repeats.py; citing the sources it quotes: recite.py; without the sentences it copied from the
-        prompt's worked example: borrowed.py), or the notice that withholds it."""
+        prompt's worked example: borrowed.py, or that an earlier answer said: said_before.py), or the notice that
+        withholds it."""
         if self.withheld or self.recited:
             return self.withheld or self.recited
-        return without_sentences(shown_answer(self.answer, self.finish_reason), [s for s, _ in self.left_out])
+        left_out = [*(s for s, _ in self.left_out), *self.said_before]
+        return without_sentences(shown_answer(self.answer, self.finish_reason), left_out)
 
     @property
     def ungrounded(self) -> list[GroundingItem]:

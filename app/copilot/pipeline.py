@@ -47,6 +47,7 @@ from app.copilot.prompting import (
 )
 from app.copilot.recite import recite
 from app.copilot.repeats import repeats_earlier_answer, shown_answer, without_sentences
+from app.copilot.said_before import said_before
 from app.copilot.splices import spliced_sentences
 from app.copilot.subcommands import tool_commands, with_tools
 from app.copilot.swapped import swapped_subjects
@@ -725,13 +726,15 @@ def _checked_final(
     read = [shown_text(p) for p in passages]  # the passages as the model read them
     displayed, left_out = without_copied(shown_answer(answer, finish), read, prepared.question)  # as Final.shown
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
+    said = said_before(displayed, [turn.answer for turn in prepared.history])  # the operator read them above
+    displayed = without_sentences(displayed, said)
     if added is not None:
         displayed = f"[{added}] {displayed}"
     if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
         citations = cite.of_shown_text(citations, displayed, passages)
     numbers = [p.number for p in passages]
     # a left-out sentence's items are not the user's to check: they never see it
-    checked_text = without_sentences(answer, [sentence for sentence, _ in left_out])
+    checked_text = without_sentences(answer, [*(sentence for sentence, _ in left_out), *said])
     grounding = check_grounding(checked_text, read, prepared.asked, numbers, prepared.commands)
     checked = with_tools(grounding, passages, checked_text)
     texts = _texts(passages)
@@ -779,6 +782,7 @@ def _checked_final(
         recited=displayed if recitations and not notice else "",
         borrowed=[] if notice else borrowed_sentences(displayed, read, prepared.question),
         left_out=[] if notice else left_out,
+        said_before=[] if notice else said,
         definitions=[]
         if notice
         else [

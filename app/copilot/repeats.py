@@ -38,7 +38,8 @@ _LEADING_MARKERS = re.compile(rf"(?:\s*{MARKER_GROUP.pattern})*\s*")
 _SPACE = re.compile(r"\s+")
 
 
-def _key(unit: str) -> str:
+def sentence_key(unit: str) -> str:
+    """What tells two sentences or lines the same: their words, [n] markers, case and spacing aside."""
     return _SPACE.sub(" ", MARKER_GROUP.sub(" ", unit)).strip().lower()
 
 
@@ -76,7 +77,7 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
 
     def keep(unit: str, last: bool) -> bool:
         nonlocal dropped, restarted, echoes
-        key = _key(unit)
+        key = sentence_key(unit)
         bare = bool(unit.strip()) and not key  # only [n] markers: a sentence it never began
         restart = cut and last and (bare or (key and any(earlier.startswith(key) for earlier in seen)))
         if (len(key) >= MIN_KEY_CHARS and key in seen) or restart:
@@ -137,7 +138,7 @@ def _again(block: list[str], previous: tuple[list[str], int], out: list[str]) ->
     lines, end = previous
     return (
         bool(lines)
-        and [_key(line) for line in block] == [_key(line) for line in lines]
+        and [sentence_key(line) for line in block] == [sentence_key(line) for line in lines]
         and not any(line.strip() for line in out[end:])
     )
 
@@ -157,10 +158,10 @@ def repeats_earlier_answer(answer: str, earlier: Sequence[str]) -> bool:
     """Does `answer` only say again what one of the `earlier` answers of its conversation said: is every
     sentence or line of it that is long enough to tell (MIN_KEY_CHARS) one of that answer's, with at least
     MIN_REPEATED_CHARS of them? ([n] markers, case and spacing aside; a short or empty answer never does.)"""
-    keys = [key for key in (_key(unit) for unit in _all_units(answer)) if len(key) >= MIN_KEY_CHARS]
+    keys = [key for key in (sentence_key(unit) for unit in _all_units(answer)) if len(key) >= MIN_KEY_CHARS]
     if sum(map(len, keys)) < MIN_REPEATED_CHARS:
         return False
-    return any(set(keys) <= {_key(unit) for unit in _all_units(before)} for before in earlier)
+    return any(set(keys) <= {sentence_key(unit) for unit in _all_units(before)} for before in earlier)
 
 
 def _all_units(text: str) -> list[str]:

@@ -66,6 +66,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{why}{nearest}"))
     notes += [("warning", borrowed(sentence, word)) for sentence, word in final.borrowed]
     notes += [("note", left_out(sentence, run)) for sentence, run in final.left_out]
+    notes += [("note", said_earlier(sentence)) for sentence in final.said_before]
     notes += [("warning", splice(spliced)) for spliced in final.spliced]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
@@ -155,6 +156,11 @@ def run_under_tool(item: GroundingItem, code: Callable[[str], str]) -> str:
 def left_out(sentence: str, run: str, width: int = 60) -> str:
     """A sentence the shown answer leaves out: it copies `run` from the prompt's worked example (borrowed.py)."""
     return f"left out “{_cut(sentence, width)}”: it repeats “{run}” from the prompt's worked example, not the sources"
+
+
+def said_earlier(sentence: str, width: int = 60) -> str:
+    """A sentence the shown answer leaves out: an earlier answer of the conversation said it (said_before.py)."""
+    return f"left out “{_cut(sentence, width)}”: an earlier answer above says it, word for word"
 
 
 def borrowed(sentence: str, word: str, width: int = 60) -> str:

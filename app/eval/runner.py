@@ -133,6 +133,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "borrowed": [list(pair) for pair in final.borrowed],
             # of those, the ones copying the example's words, left out of the shown answer (borrowed.py)
             "left_out": [list(pair) for pair in final.left_out],
+            "said_before": list(final.said_before),
         },
         # what the passages say the options of the answer's code do, as the front ends show it (definitions.py)
         "definitions": [[d.name, d.source, d.text] for d in final.definitions if not d.quoted and not d.value],

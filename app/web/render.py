@@ -35,6 +35,7 @@ from app.copilot.summary import (
     no_such_command,
     recitation,
     run_under_tool,
+    said_earlier,
     shown_paths,
     source_heading,
     splice,
@@ -102,6 +103,7 @@ def details_html(final: Final) -> str:
             final.borrowed,
             final.spliced,
             final.left_out,
+            final.said_before,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -282,6 +284,7 @@ def grounding_html(
     borrowed_from_example: Sequence[tuple[str, str]] = (),
     spliced: Sequence[Splice] = (),
     left_out_sentences: Sequence[tuple[str, str]] = (),
+    said_before: Sequence[str] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
@@ -307,6 +310,7 @@ def grounding_html(
     note += "".join(f'<div class="sr-ok">↳ {assembled(item, _code_html)}</div>' for item in items if item.assembled)
     note += "".join(f'<div class="sr-ok">↳ {inert_html(recitation(recited))}</div>' for recited in recitations)
     note += "".join(f'<div class="sr-ok">↳ {inert_html(left_out(*pair))}</div>' for pair in left_out_sentences)
+    note += "".join(f'<div class="sr-ok">↳ {inert_html(said_earlier(sentence))}</div>' for sentence in said_before)
     note += "".join(
         f'<div class="sr-ok">↳ {misattribution(item, _code_html)}</div>' for item in items if item.misattributed
     )
