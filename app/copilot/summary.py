@@ -66,7 +66,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{why}{nearest}"))
     notes += [("warning", borrowed(sentence, word)) for sentence, word in final.borrowed]
     notes += [("note", left_out(sentence, run)) for sentence, run in final.left_out]
-    notes += [("note", said_earlier(sentence)) for sentence in final.said_before]
+    notes += [("note", said_earlier(final.said_before))] if final.said_before else []
     notes += [("warning", splice(spliced)) for spliced in final.spliced]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
@@ -158,9 +158,15 @@ def left_out(sentence: str, run: str, width: int = 60) -> str:
     return f"left out “{_cut(sentence, width)}”: it repeats “{run}” from the prompt's worked example, not the sources"
 
 
-def said_earlier(sentence: str, width: int = 60) -> str:
-    """A sentence the shown answer leaves out: an earlier answer of the conversation said it (said_before.py)."""
-    return f"left out “{_cut(sentence, width)}”: an earlier answer above says it, word for word"
+def said_earlier(sentences: Sequence[str], width: int = 60) -> str:
+    """The sentences the shown answer leaves out because an earlier answer of the conversation said them
+    (said_before.py), in one note: the chat showed six lines of notes for one follow-up."""
+    if len(sentences) == 1:
+        return f"left out “{_cut(sentences[0], width)}”: an earlier answer above says it, word for word"
+    return (
+        f"left out {len(sentences)} sentences that an earlier answer above says word for word "
+        f"(“{_cut(sentences[0], width)}” and more)"
+    )
 
 
 def borrowed(sentence: str, word: str, width: int = 60) -> str:

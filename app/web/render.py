@@ -310,7 +310,7 @@ def grounding_html(
     note += "".join(f'<div class="sr-ok">↳ {assembled(item, _code_html)}</div>' for item in items if item.assembled)
     note += "".join(f'<div class="sr-ok">↳ {inert_html(recitation(recited))}</div>' for recited in recitations)
     note += "".join(f'<div class="sr-ok">↳ {inert_html(left_out(*pair))}</div>' for pair in left_out_sentences)
-    note += "".join(f'<div class="sr-ok">↳ {inert_html(said_earlier(sentence))}</div>' for sentence in said_before)
+    note += f'<div class="sr-ok">↳ {inert_html(said_earlier(said_before))}</div>' if said_before else ""
     note += "".join(
         f'<div class="sr-ok">↳ {misattribution(item, _code_html)}</div>' for item in items if item.misattributed
     )

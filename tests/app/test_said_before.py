@@ -56,6 +56,7 @@ def test_the_front_ends_leave_a_said_sentence_out_of_a_follow_up_with_a_note(tin
     assert follow_up.answer == RESUME  # the model's own text stays, and so does the conversation's copy
     assert follow_up.turn.answer == RESUME
     notes = [text for level, text in check_notes(follow_up, code=str) if level == "note"]
-    assert any(text.startswith("left out “The job list is") and "earlier answer" in text for text in notes)
-    assert "an earlier answer above says it" in render.details_html(follow_up)
+    said = "left out 2 sentences that an earlier answer above says word for word (“The job list is a comma-separated"
+    assert [text for text in notes if text.startswith("left out")] == [said + " list of job IDs.” and more)"]
+    assert said in render.details_html(follow_up)
     assert "job IDs." not in "".join(segment.text for segment in follow_up.citations.segments)
