@@ -68,3 +68,17 @@ def script_answer(copilot, monkeypatch, answer: str, finish: str = "eos") -> tup
 
     monkeypatch.setattr(copilot.engine, "generate", generate)
     return generated, closed
+
+
+def scripted_follow_up(monkeypatch, docs: list[tuple[str, str]], first: tuple[str, str], then: tuple[str, str]):
+    """A question and its follow-up, (question, scripted answer) each, put to a copilot with the gate off over
+    `docs` on the tiny models (the `tiny_engine` fixture); their two Finals."""
+    from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
+
+    copilot = Copilot(
+        loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(gate="off")), FakeRetriever(docs)
+    )
+    script_answer(copilot, monkeypatch, first[1])
+    earlier = list(copilot.answer(first[0]))[-1]
+    script_answer(copilot, monkeypatch, then[1])
+    return earlier, list(copilot.answer(then[0], history=[earlier.turn]))[-1]

@@ -1,7 +1,7 @@
 """An answer shows each sentence it repeated once, in every front end; one stopped in a loop, each line."""
 
 import pytest
-from copilot_fakes import FakeRetriever, script_answer
+from copilot_fakes import FakeRetriever, script_answer, scripted_follow_up
 
 from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
 from app.copilot.repeats import collapse_repeats, repeats_earlier_answer, shown_answer
@@ -123,12 +123,12 @@ def test_the_front_ends_warn_when_a_follow_up_gets_the_earlier_answer_again(tiny
     from app.web import render
 
     docs = [("cvmfs.md", CVMFS.removeprefix("[1] ")), ("drain.md", "Drain a node: scontrol update State=DRAIN.")]
-    copilot = Copilot(
-        loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(gate="off")), FakeRetriever(docs)
+    first, follow_up = scripted_follow_up(
+        monkeypatch,
+        docs,
+        ("wn-042 fails jobs with CVMFS errors. What do I do first?", CVMFS),
+        ("And how do I take it out of the batch system?", CVMFS),
     )
-    script_answer(copilot, monkeypatch, CVMFS)
-    first = list(copilot.answer("wn-042 fails jobs with CVMFS errors. What do I do first?"))[-1]
-    follow_up = list(copilot.answer("And how do I take it out of the batch system?", history=[first.turn]))[-1]
     assert not first.repeats_earlier and follow_up.repeats_earlier
     assert ("warning", REPEATED_EARLIER) in check_notes(follow_up, code=str)
     assert ("warning", REPEATED_EARLIER) not in check_notes(first, code=str)

@@ -1,8 +1,7 @@
 """A follow-up's answer leaves out the sentences an earlier answer of its conversation already said."""
 
-from copilot_fakes import FakeRetriever, script_answer
+from copilot_fakes import scripted_follow_up
 
-from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, loading
 from app.copilot.said_before import said_before
 
 # session 56, follow-up hfu-01: "And how do I continue it later?" after suspending a job
@@ -43,13 +42,9 @@ def test_the_front_ends_leave_a_said_sentence_out_of_a_follow_up_with_a_note(tin
     from app.web import render
 
     docs = [("scontrol.md", SUSPEND.removeprefix("[4] ")), ("resume.md", "resume <job_list> resumes a job.")]
-    copilot = Copilot(
-        loading.load_engine(ModelOptions()), CopilotOptions(answer=AnswerOptions(gate="off")), FakeRetriever(docs)
+    first, follow_up = scripted_follow_up(
+        monkeypatch, docs, ("How do I suspend a running job?", SUSPEND), ("And how do I continue it later?", RESUME)
     )
-    script_answer(copilot, monkeypatch, SUSPEND)
-    first = list(copilot.answer("How do I suspend a running job?"))[-1]
-    script_answer(copilot, monkeypatch, RESUME)
-    follow_up = list(copilot.answer("And how do I continue it later?", history=[first.turn]))[-1]
     assert first.said_before == [] and "comma-separated list of job IDs" in first.shown
     assert follow_up.said_before == said_before(RESUME, [SUSPEND])
     assert follow_up.shown.endswith("```\nresume <job_list>\n```\n\nThis command resumes the specified job(s).")
