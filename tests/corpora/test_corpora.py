@@ -137,6 +137,30 @@ def test_gold_pages_exist_in_slurm_docs() -> None:
     assert not missing, f"gold pages not in {docs}: {sorted(missing)}"
 
 
+SLURM_SETS = sorted(QUESTIONS_PATH.parent.glob("*questions.jsonl"))
+
+
+def test_every_slurm_question_set_reads_whole_and_points_at_pages_the_docs_have() -> None:
+    """Each set the README measures (the own set, unseen, fresh to fresh10, the gate's) loads in `specrag eval`
+    without a skipped row, no id comes twice across sets, and every gold page is a page of the Slurm docs: a
+    typo in a set written later would score its questions as retrieval misses."""
+    from app.eval.questions import read_questions
+
+    docs = slurm.ensure_slurm_docs()
+    assert len(SLURM_SETS) >= 13
+    seen: dict[str, str] = {}
+    for path in SLURM_SETS:
+        questions, skipped = read_questions(path)
+        assert questions and not skipped, f"{path.name}: {skipped}"
+        for q in questions:
+            assert seen.setdefault(q.id, path.name) == path.name, f"{q.id} is in {seen[q.id]} and {path.name}"
+            assert q.gold_sources is not None, f"{path.name} {q.id}: no gold pages given"
+            assert bool(q.gold_sources) == (q.kind != "unanswerable"), f"{path.name} {q.id}"
+            assert bool(q.keywords) <= bool(q.gold_sources), f"{path.name} {q.id}: keywords for no page"
+            missing = [page for page in q.gold_sources if not (docs / page).is_file()]
+            assert not missing, f"{path.name} {q.id}: {missing} not in {docs}"
+
+
 # --- the Debian docs recipe (Slurm, HAProxy) without network --------------------------------------------
 
 SPEC = slurm.SLURM
