@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from functools import cache
 
 from app.copilot.attribution import sentence_spans
+from app.copilot.code_spans import WORD_EDGES
+from app.copilot.events import GroundingItem
 from app.copilot.markers import MARKER_GROUP
 from app.copilot.repeats import without_sentences
 
@@ -82,6 +85,38 @@ def without_copied(answer: str, passages: Sequence[str], question: str) -> tuple
     copied = [(sentence, run) for sentence in _prose_sentences(answer) if (run := _copied_run(sentence, elsewhere))]
     kept = without_sentences(answer, [sentence for sentence, _ in copied])
     return (kept, copied) if kept else (answer, [])
+
+
+def with_example_words(items: Sequence[GroundingItem], passages: Sequence[str], question: str) -> list[GroundingItem]:
+    """`items`, each not found one carrying the words it took from the worked example's command (`bkp restore
+    --snapshot latest --path FILE --to /srv/restore`) that no passage or the question holds: its tool, options
+    and paths, not its plain words. Asked for a script run as root when a job starts (fresh10 `s10-11`), an
+    answer wrote `echo ... > /srv/restore` into an epilog line, and "not found in the sources" alone did not say
+    where the path came from."""
+    held = set().union(*(_code_words(text) for text in (*passages, question)))
+    own = _example_code_words() - held
+    return [
+        replace(item, from_example=tuple(word for word in _code_words(item.text) if word in own))
+        if not item.found and own & _code_words(item.text)
+        else item
+        for item in items
+    ]
+
+
+@cache
+def _example_code_words() -> frozenset[str]:
+    """The worked example's command: its tool and the words of it that are options or paths."""
+    from app.copilot.prompting import DEMONSTRATION  # prompting imports the runner
+
+    answer = DEMONSTRATION[-1]["content"]
+    line = answer.split("```")[1].strip()
+    tool, *rest = line.split()
+    return frozenset({tool, *(word for word in rest if word.startswith("-") or "/" in word)})
+
+
+def _code_words(text: str) -> set[str]:
+    """`text`'s words with the quotes, brackets and punctuation around them taken off."""
+    return {word.strip(WORD_EDGES + "<>") for word in text.split()} - {""}
 
 
 def _prose_sentences(answer: str) -> list[str]:

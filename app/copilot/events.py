@@ -93,6 +93,9 @@ class GroundingItem:
     examples: tuple[tuple[str, str], ...] = ()
     # not found: the word after its tool that is none of the tool's commands, `change` in `scontrol change`
     not_a_command: str = ""
+    # not found: its words that the prompt's worked example's command has and no source or question does
+    # (`/srv/restore`: borrowed.py)
+    from_example: tuple[str, ...] = ()
 
     @property
     def assembled(self) -> bool:

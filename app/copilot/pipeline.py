@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from app.copilot import citations as cite
 from app.copilot import gate, loading, parking
 from app.copilot.attribution import attribute, judge_quotes
-from app.copilot.borrowed import borrowed_sentences, without_copied
+from app.copilot.borrowed import borrowed_sentences, with_example_words, without_copied
 from app.copilot.code_spans import prose
 from app.copilot.conversation import (
     follow_up_passages,
@@ -736,7 +736,7 @@ def _checked_final(
     # a left-out sentence's items are not the user's to check: they never see it
     checked_text = without_sentences(answer, [*(sentence for sentence, _ in left_out), *said])
     grounding = check_grounding(checked_text, read, prepared.asked, numbers, prepared.commands)
-    checked = with_tools(grounding, passages, checked_text)
+    checked = with_example_words(with_tools(grounding, passages, checked_text), read, prepared.asked)
     texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)
     if added is not None:  # said like a moved marker: the front ends note it, the eval counts it

@@ -82,12 +82,17 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
 
 
 def no_such_command(item: GroundingItem, code: Callable[[str], str]) -> str:
-    """Why an unfound command line cannot be right, where its tool takes no such command (grounding.py's
-    `unknown_command`): '' otherwise."""
-    if not item.not_a_command:
-        return ""
-    tool = item.text.split()[0]
-    return f": {code(tool)} has no command {code(item.not_a_command)} (its man page lists the ones it takes)"
+    """Why an unfound item cannot be right: its tool takes no such command (grounding.py's `unknown_command`),
+    or it has words of the prompt's worked example (borrowed.py's `with_example_words`); '' otherwise."""
+    why = ""
+    if item.not_a_command:
+        tool = item.text.split()[0]
+        why = f": {code(tool)} has no command {code(item.not_a_command)} (its man page lists the ones it takes)"
+    if item.from_example:
+        words = ", ".join(code(word) for word in item.from_example)
+        why += f"{'; ' if why else ': '}{words} {'is' if len(item.from_example) == 1 else 'are'} from the prompt's "
+        why += "worked example, not from a source"
+    return why
 
 
 def adapted(item: GroundingItem, code: Callable[[str], str]) -> str:

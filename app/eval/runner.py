@@ -113,6 +113,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
             "ungrounded": [item.text for item in final.ungrounded],
             # the closest line a passage has, for each ungrounded item that has one (app/copilot/nearest.py)
             "nearest": {item.text: [item.nearest, item.nearest_source] for item in final.ungrounded if item.nearest},
+            # unfound items' words from the prompt's worked example's command (borrowed.py)
+            "from_example": {item.text: list(item.from_example) for item in final.ungrounded if item.from_example},
             "by_kind": grounding_by_kind(items),
             # copied items whose sentence cites a source: how many, and those the cited source lacks (attribution.py)
             "attributed": sum(item.judged for item in items),

@@ -106,3 +106,29 @@ def test_a_copied_sentence_between_others_goes_alone_and_an_answer_of_nothing_el
     whole = final_from_text(ARRAY_QUESTION, [ARRAYS], only, "eos")
     assert whole.shown == only and whole.left_out == []
     assert whole.borrowed == [(only, "Yesterday's file is in it: backups run nightly at 01:00")]  # warned of instead
+
+
+def test_an_unfound_command_with_the_examples_path_or_options_says_where_they_came_from():
+    # fresh10 s10-11 (session 56): asked for a script run as root when a job starts, an epilog line wrote its
+    # output to the worked example's /srv/restore; "not found in the sources" did not say where that came from
+    prolog = Passage(1, "Prolog=/etc/slurm/prolog.sh runs on each node as root when a job starts.", "slurm.conf.html")
+    answer = (
+        "[1] Add a script:\n\n```\necho started > /srv/restore\nsrun --to node1 hostname\n"
+        "bash /etc/slurm/prolog.sh --snapshot\n```\n"
+    )
+    final = final_from_text("How do I run a script as root when a job starts?", [prolog], answer, "eos")
+    marked = {item.text: item.from_example for item in final.grounding}
+    assert marked["echo started > /srv/restore"] == ("/srv/restore",)
+    assert marked["srun --to node1 hostname"] == ("--to",)
+    assert marked["bash /etc/slurm/prolog.sh --snapshot"] == ("--snapshot",)  # the source's path is the source's
+    warnings = [text for level, text in check_notes(final, code=lambda t: f"`{t}`") if level == "warning"]
+    assert (
+        "code `echo started > /srv/restore` is not found in the sources: `/srv/restore` is from the prompt's "
+        "worked example, not from a source" in warnings
+    )
+    html = grounding_html(final.grounding, (), (), (), ())
+    assert "<code>/srv/restore</code> is from the prompt's worked example, not from a source" in html
+    # a source or the question that has the word makes it theirs: no such note
+    mounted = Passage(1, "Backups are mounted at /srv/restore on every node.", "storage.md")
+    again = final_from_text("Where are restores mounted?", [mounted], "[1] `ls /srv/restore`", "eos")
+    assert all(not item.from_example for item in again.grounding)
