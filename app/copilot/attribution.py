@@ -92,6 +92,11 @@ def placed_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str])
     return out
 
 
+def prose_sentences(text: str) -> list[str]:
+    """The sentences and lines of `text` outside code blocks, as written (`sentence_spans`' prose)."""
+    return [text[begin:end].strip() for begin, end, _, fenced in sentence_spans(text) if not fenced]
+
+
 def sentence_spans(text: str) -> list[tuple[int, int, tuple[int, ...], bool]]:
     """(start, end, markers, fenced) for each non-blank sentence or line of prose, and for each fenced block's
     body, which answers to the markers of the sentence before it."""

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from functools import cache
 
-from app.copilot.attribution import sentence_spans
+from app.copilot.attribution import prose_sentences
 from app.copilot.code_spans import WORD_EDGES
 from app.copilot.events import GroundingItem
 from app.copilot.markers import MARKER_GROUP
@@ -69,7 +69,7 @@ def borrowed_sentences(answer: str, passages: Sequence[str], question: str) -> l
         topic = {}  # brought up by the user or a source: the topic is no evidence
     elsewhere = _elsewhere(passages, question)
     found = []
-    for sentence in _prose_sentences(answer):
+    for sentence in prose_sentences(answer):
         named = sorted(topic.keys() & _stems(sentence))
         copied = named or _copied_run(sentence, elsewhere)
         if copied:
@@ -82,7 +82,7 @@ def without_copied(answer: str, passages: Sequence[str], question: str) -> tuple
     the instructions hold, and those (sentence, run). An answer made of nothing else comes back whole, with none:
     borrowed_sentences then warns of it."""
     elsewhere = _elsewhere(passages, question)
-    copied = [(sentence, run) for sentence in _prose_sentences(answer) if (run := _copied_run(sentence, elsewhere))]
+    copied = [(sentence, run) for sentence in prose_sentences(answer) if (run := _copied_run(sentence, elsewhere))]
     kept = without_sentences(answer, [sentence for sentence, _ in copied])
     return (kept, copied) if kept else (answer, [])
 
@@ -95,12 +95,11 @@ def with_example_words(items: Sequence[GroundingItem], passages: Sequence[str], 
     where the path came from."""
     held = set().union(*(_code_words(text) for text in (*passages, question)))
     own = _example_code_words() - held
-    return [
-        replace(item, from_example=tuple(word for word in _code_words(item.text) if word in own))
-        if not item.found and own & _code_words(item.text)
-        else item
-        for item in items
-    ]
+    marked = []
+    for item in items:
+        taken = () if item.found else tuple(word for word in _code_words(item.text) if word in own)
+        marked.append(replace(item, from_example=taken) if taken else item)
+    return marked
 
 
 @cache
@@ -114,13 +113,10 @@ def _example_code_words() -> frozenset[str]:
     return frozenset({tool, *(word for word in rest if word.startswith("-") or "/" in word)})
 
 
-def _code_words(text: str) -> set[str]:
-    """`text`'s words with the quotes, brackets and punctuation around them taken off."""
-    return {word.strip(WORD_EDGES + "<>") for word in text.split()} - {""}
-
-
-def _prose_sentences(answer: str) -> list[str]:
-    return [answer[begin:end].strip() for begin, end, _, fenced in sentence_spans(answer) if not fenced]
+def _code_words(text: str) -> list[str]:
+    """`text`'s words with the quotes, brackets and punctuation around them taken off, each once, in order (a
+    set's order changes from run to run, and the flag lists them as the answer writes them)."""
+    return list(dict.fromkeys(word for word in (w.strip(WORD_EDGES + "<>") for w in text.split()) if word))
 
 
 def _elsewhere(passages: Sequence[str], question: str) -> set[tuple[str, ...]]:

@@ -726,7 +726,8 @@ def _checked_final(
     read = [shown_text(p) for p in passages]  # the passages as the model read them
     displayed, left_out = without_copied(shown_answer(answer, finish), read, prepared.question)  # as Final.shown
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them
-    said = said_before(displayed, [turn.answer for turn in prepared.history])  # the operator read them above
+    earlier = [turn.answer for turn in prepared.history]
+    said = said_before(displayed, earlier)  # the operator read them above
     displayed = without_sentences(displayed, said)
     if added is not None:
         displayed = f"[{added}] {displayed}"
@@ -792,7 +793,7 @@ def _checked_final(
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),
-        repeats_earlier=not notice and repeats_earlier_answer(answer, [turn.answer for turn in prepared.history]),
+        repeats_earlier=not notice and repeats_earlier_answer(answer, earlier),
     )
 
 

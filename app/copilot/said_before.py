@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.copilot.attribution import sentence_spans
+from app.copilot.attribution import prose_sentences, sentence_spans
 from app.copilot.repeats import MIN_KEY_CHARS, sentence_key, without_sentences
 
 MIN_SAID_CHARS = 40  # "The sources do not cover this." (30) may well come again; a sentence of 40 says something
@@ -46,8 +46,3 @@ def _key(sentence: str) -> str:
 
 def _code(text: str) -> set[str]:
     return {_key(text[begin:end]) for begin, end, _, fenced in sentence_spans(text) if fenced}
-
-
-def prose_sentences(text: str) -> list[str]:
-    """The sentences and lines of `text` outside code blocks, as written."""
-    return [text[begin:end].strip() for begin, end, _, fenced in sentence_spans(text) if not fenced]
