@@ -62,7 +62,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", REPEATED_EARLIER))
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
-        why = no_such_command(item, code)
+        why = why_not_found(item, code)
         notes.append(("warning", f"{item.kind} {code(item.text)} is not found in the sources{why}{nearest}"))
     notes += [("warning", borrowed(sentence, word)) for sentence, word in final.borrowed]
     notes += [("note", left_out(sentence, run)) for sentence, run in final.left_out]
@@ -81,7 +81,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     return notes
 
 
-def no_such_command(item: GroundingItem, code: Callable[[str], str]) -> str:
+def why_not_found(item: GroundingItem, code: Callable[[str], str]) -> str:
     """Why an unfound item cannot be right: its tool takes no such command (grounding.py's `unknown_command`),
     or it has words of the prompt's worked example (borrowed.py's `with_example_words`); '' otherwise."""
     why = ""

@@ -32,7 +32,6 @@ from app.copilot.summary import (
     left_out,
     misattribution,
     misquotation,
-    no_such_command,
     recitation,
     run_under_tool,
     said_earlier,
@@ -40,6 +39,7 @@ from app.copilot.summary import (
     source_heading,
     splice,
     stats_parts,
+    why_not_found,
 )
 
 Message = dict[str, Any]
@@ -289,7 +289,7 @@ def grounding_html(
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
         f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b>"
-        + no_such_command(item, _code_html)
+        + why_not_found(item, _code_html)
         + (f"; nearest in [{item.nearest_source}]: <code>{html.escape(item.nearest)}</code>" if item.nearest else "")
         + "</li>"
         for item in items
