@@ -40,6 +40,7 @@ from app.copilot import AnswerOptions, Copilot, CopilotOptions
 from app.copilot.prompting import encode_chunks, encode_prompt, fixed_prefix_length, spec_bench_rows
 from core.errors import SpecragError
 from core.hardware import cpu_name
+from core.output_paths import output_file
 from generation.model_store import gguf_file
 from generation.path_names import LLAMACPP_PATHS
 
@@ -118,6 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = output_file(args.out, "bench.json")  # before a minute of loading and measuring
     methods = parse_methods(args.methods) if args.methods else default_methods()
     rows = spec_bench_rows(args.questions, args.limit)
     gguf = Path(args.gguf) if args.gguf else None
@@ -149,10 +151,10 @@ def run(args: argparse.Namespace) -> int:
     def save_so_far(question: dict) -> None:
         # rewritten atomically after every question: a long run that is stopped keeps what it measured
         questions.append(question)
-        write_results(Path(args.out), make_report(record, methods, questions, config.sampling.greedy))
+        write_results(out, make_report(record, methods, questions, config.sampling.greedy))
 
     Bench(loaded.engine, config, methods, gguf).run(rows, on_question=save_so_far)
-    print(write_results(Path(args.out), make_report(record, methods, questions, config.sampling.greedy)))
+    print(write_results(out, make_report(record, methods, questions, config.sampling.greedy)))
     return 0
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from app.cli_options import add_copilot_args, copilot_options
 from app.copilot import Copilot, Final, Token
 from core.atomic import write_atomic
+from core.output_paths import output_file
 
 QUESTION = "A batch job ended with exit code 137. What does that mean and what should I do?"
 FOLLOW_UP = "How do I see how much memory it used before it was killed?"
@@ -182,6 +183,8 @@ def table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.out:
+        output_file(args.out)  # before the models load
     rows = run(args)
     print(table(rows))
     if args.out:

@@ -32,6 +32,7 @@ from app.eval.metrics import source_matches
 from app.eval.questions import RowError, json_object, read_lines
 from core.atomic import write_atomic
 from core.errors import SpecragError
+from core.output_paths import output_file
 
 UNANSWERABLE = "unanswerable"  # the kind of a row whose question the sources cannot answer
 
@@ -170,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_copilot_args(parser)
     args = parser.parse_args(argv)
+    if args.out:
+        output_file(args.out)  # before the models load
     rows = load_conversations(args.conversations)
     options = copilot_options(args)
     copilot = Copilot.load(options, open_index_first=True)

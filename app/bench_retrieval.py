@@ -42,6 +42,7 @@ from app.copilot.options import DEFAULT_PASSAGES
 from app.eval.metrics import retrieval_metrics
 from core.atomic import write_atomic
 from core.errors import SpecragError
+from core.output_paths import output_file
 
 if TYPE_CHECKING:
     from app.copilot import Copilot, Passage, Turn
@@ -352,6 +353,8 @@ def summary(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.out:
+        output_file(args.out)  # before the ingest and the measuring
     index = args.index.expanduser().resolve()
     results: dict = {"index": str(index), "questions": 0, "machine": {"cpus": os.cpu_count()}}
     questions = load_questions(args.questions)  # before the ingest: a bad file fails at once

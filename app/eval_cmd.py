@@ -25,6 +25,7 @@ from app.eval.results import RESULTS_NAME, ResultsFile
 from app.eval.runner import evaluate_question
 from core.atomic import write_atomic
 from core.errors import SpecragError
+from core.output_paths import output_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace, copilot_factory: Callable[[CopilotOptions, boo
             f"no questions to evaluate in {args.questions}: {why}; each line needs a JSON object "
             'with an "id" and a non-empty "question", e.g. {"id": "q1", "question": "How do I drain a node?"}'
         )
+    output_dir(args.out)  # before the models load: a wrong --out costs a second, not a run
     results = ResultsFile(args.out / RESULTS_NAME).open(args.resume)
     if results.repaired:
         print(f"specrag: dropped a torn last line ({results.repaired} bytes) from {results.path}", file=sys.stderr)

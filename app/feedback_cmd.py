@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from app.feedback import FeedbackStore, default_feedback_path
+from core.output_paths import output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,6 +20,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    count = FeedbackStore(args.db).export_jsonl(args.out)
+    count = FeedbackStore(args.db).export_jsonl(output_file(args.out, "votes.jsonl"))
     print(f"specrag: exported {count} votes to {args.out}", file=sys.stderr)
     return 0

@@ -286,3 +286,16 @@ def test_pass_cost_table_has_every_k_and_the_prefill(tiny_engine, capsys):
     row = out.strip().splitlines()[-1].split("|")[1:-1]
     assert row[0].strip() == "none" and len(row) == 1 + len(bench_passes.SIZES) + 1
     assert all(float(cell) > 0 for cell in row[1:])
+
+
+def test_a_results_path_the_bench_cannot_write_is_refused_before_any_model_loads(
+    tmp_path, questions, capsys, monkeypatch
+):
+    loaded = []
+    monkeypatch.setattr(bench.Copilot, "load", lambda *a, **k: loaded.append(1))
+    (tmp_path / "plain").write_text("x")
+    for out, says in [(tmp_path, "is a folder; give a file name"), (tmp_path / "plain" / "b.json", "cannot write")]:
+        code = main(["bench", "--questions", str(questions), "--methods", "plain", "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and says in err and "Traceback" not in err
+    assert not loaded  # a wrong --out costs no model load and no measurement

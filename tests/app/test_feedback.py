@@ -98,3 +98,12 @@ def test_export_command_writes_json_lines(tmp_path, capsys):
     assert main(["feedback", "export", "--out", str(out), "--db", str(db)]) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["rating"] for line in lines] == ["up", "down"] and "exported 2 votes" in capsys.readouterr().err
+
+
+def test_export_to_a_folder_or_an_unwritable_path_says_what_to_give(tmp_path, capsys):
+    db = tmp_path / "feedback.db"
+    (tmp_path / "plain").write_text("x")
+    assert main(["feedback", "export", "--out", str(tmp_path), "--db", str(db)]) == 2
+    assert "is a folder; give a file name for the results, e.g." in capsys.readouterr().err
+    assert main(["feedback", "export", "--out", str(tmp_path / "plain" / "v.jsonl"), "--db", str(db)]) == 2
+    assert "choose a path you can write to" in capsys.readouterr().err

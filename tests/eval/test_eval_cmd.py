@@ -135,3 +135,19 @@ def test_a_file_without_one_usable_question_is_an_error_that_shows_a_row(tmp_pat
     with pytest.raises(SpecragError, match="--limit must be at least 1, got 0"):
         run(eval_args(write_questions(tmp_path / "q.jsonl", QUESTIONS), tmp_path / "out", "--limit", "0"))
     assert not (tmp_path / "out").exists()  # nothing written, not even an empty report
+
+
+def test_results_that_cannot_be_written_are_refused_before_the_models_load(tmp_path, fake_index):
+    questions = write_questions(tmp_path / "q.jsonl", QUESTIONS[:1])
+    (tmp_path / "plain").write_text("x")
+    loads = []
+
+    def counting(options, retrieval_only):
+        loads.append(1)
+        return factory(fake_index, None)(options, retrieval_only)
+
+    with pytest.raises(SpecragError, match="is a file, not a folder"):
+        run(eval_args(questions, tmp_path / "plain", "--retrieval-only"), counting)
+    with pytest.raises(SpecragError, match=r"cannot write into .*choose a path you can write to"):
+        run(eval_args(questions, tmp_path / "plain" / "out", "--retrieval-only"), counting)
+    assert not loads
