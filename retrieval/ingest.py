@@ -110,6 +110,8 @@ def ingest(
         _classify(report, manifest, plan, docs)
         settings = IndexSettings(embedder.model_id, embedder.dim, params.chunk_tokens, params.overlap_tokens)
         chunks, vectors = _merge(live, rows, plan, settings, chunks, vectors)
+        if manifest is None and not chunks:  # read, but nothing to index (a page of headings): still no empty index
+            return _finish(report, started, chunks=0)
         files = _file_entries(manifest, plan, docs, chunks)
         tick = time.perf_counter()
         index = HybridIndex.build(chunks, vectors)

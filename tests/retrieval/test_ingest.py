@@ -200,6 +200,13 @@ def test_only_bad_files_write_no_index(tmp_path, fake):
     report = ingest([folder], tmp_path / "index", embedder=fake)
     assert not report.written and report.chunks == 0 and fake.embedded == []
     assert current_generation(tmp_path / "index") is None
+    # a page that reads but holds nothing to index (a title alone) leaves no empty index either: a search of one
+    # said "no results" and the copilot "the sources do not cover this", where there were no sources at all
+    (folder / "title-only.md").write_text("# Draining nodes\n")
+    report = ingest([folder], tmp_path / "index", embedder=fake)
+    assert not report.written and report.chunks == 0 and fake.embedded == []
+    assert "no text to index" in [s["reason"] for s in report.skipped]
+    assert current_generation(tmp_path / "index") is None
 
 
 def test_missing_path_is_an_error_before_anything_happens(tmp_path, fake):
