@@ -29,9 +29,9 @@ def options(text: str) -> list[str]:
 
 
 def inline_code(text: str) -> list[str]:
-    """The text of each inline code span of `text`, one space of padding on both sides stripped as
-    CommonMark strips it (`` `x` `` is `x`)."""
-    return [_unpadded(match.group("code")) for match in INLINE.finditer(text)]
+    """The text of each inline code span of `text` (one cut by a soft wrap read whole: `joined_spans`), one
+    space of padding on both sides stripped as CommonMark strips it (`` `x` `` is `x`)."""
+    return [_unpadded(match.group("code")) for match in INLINE.finditer(joined_spans(text))]
 
 
 def _unpadded(code: str) -> str:
@@ -81,9 +81,52 @@ def without_fences(text: str) -> str:
     return FENCE.sub("\n", text)
 
 
+# a line that starts a block of its own (blank, fence, heading, quote, list item): no code span goes on into it
+_BLOCK_START = re.compile(r"[ \t]*(?:$|```|#|>|[-*+][ \t]|\d+[.)][ \t])")
+_FENCE_MARK = re.compile(r"[ \t]*```")
+
+
+def joined_spans(text: str) -> str:
+    """`text` with the line break inside each inline code span that a soft wrap cut made a space, as CommonMark
+    reads it (a span goes on to the next run of as many backticks in its paragraph). Every other character
+    stays where it was, so offsets into `text` still hold.
+
+    Hard-wrapped Markdown cuts spans: the runbooks' "Check `cvmfs_talk -i atlas.cern.ch" / "host info` to see
+    which one it is using." The model copies it so, and read line by line the first line's backtick was
+    unpaired: the grounding check took the line for an assembled command, and the provenance view and Slack
+    showed the backticks (seen in the chat, session 57). A fenced block's lines are code already: none is joined.
+    """
+    chars, lines = list(text), text.split("\n")
+    fenced = _FENCE_MARK.match(lines[0]) is not None
+    paragraph, at = "" if fenced else lines[0], len(lines[0])  # the prose lines joined so far; `at`: the break after
+    for line in lines[1:]:
+        ticks = _left_open(paragraph)
+        if ticks and not _BLOCK_START.match(line) and any(len(run.group()) == ticks for run in _TICKS.finditer(line)):
+            chars[at] = " "
+            paragraph += " " + line
+        else:
+            mark = _FENCE_MARK.match(line) is not None
+            paragraph = "" if fenced or mark else line
+            fenced ^= mark
+        at += 1 + len(line)
+    return "".join(chars)
+
+
+def _left_open(line: str) -> int:
+    """How many backticks open the first run of `line` that no run of as many closes on it (0: none)."""
+    pos = 0
+    while run := _TICKS.search(line, pos):
+        ticks = len(run.group())
+        close = next((c for c in _TICKS.finditer(line, run.end()) if len(c.group()) == ticks), None)
+        if close is None:
+            return ticks
+        pos = close.end()
+    return 0
+
+
 def prose(text: str) -> str:
     """`text` without its code: fenced blocks become line breaks, inline spans a space."""
-    return INLINE.sub(" ", without_fences(text))
+    return INLINE.sub(" ", joined_spans(without_fences(text)))
 
 
 # an answer still streaming: a fence mark may be open, its newline or closing mark not yet written

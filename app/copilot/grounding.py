@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache
 
-from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, inline_code, options, without_fences
+from app.copilot.code_spans import FENCE, INLINE, WORD_EDGES, inline_code, joined_spans, options, without_fences
 from app.copilot.declared_placeholders import as_placeholders, declared_placeholders, is_stand_in_path
 from app.copilot.events import GroundingItem
 from app.copilot.example_values import example_values
@@ -330,7 +330,7 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
             # a closing fence cut short by the length limit is no code, nor is a comment in words
             if line.strip().strip("`") and not _COMMENT.fullmatch(line.strip()):
                 yield "code", drop_prompt(line)
-    prose = without_fences(answer)
+    prose = joined_spans(without_fences(answer))  # a span a soft wrap cut is one span
     for code in inline_code(prose):
         yield "code", drop_prompt(code)
     outside = INLINE.sub(" ", prose)  # prose without its inline code

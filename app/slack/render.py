@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
-from app.copilot.code_spans import INLINE
+from app.copilot.code_spans import INLINE, joined_spans
 from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
@@ -47,7 +47,7 @@ def unescape(text: str) -> str:
 def to_mrkdwn(markdown: str) -> str:
     """Markdown as the model writes it -> Slack mrkdwn: bold, italics, strike, links, headings, lists, code."""
     lines, in_code = [], False
-    for line in markdown.split("\n"):
+    for line in joined_spans(markdown).split("\n"):  # a code span a soft wrap cut stays one span
         if _FENCE.match(line):
             in_code = not in_code
             lines.append("```")  # Slack shows a language tag as text: drop it

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
-from app.copilot.code_spans import INLINE
+from app.copilot.code_spans import INLINE, joined_spans
 from app.copilot.events import Definition, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
@@ -211,7 +211,7 @@ class _FenceLayout:
     (Single `*` or `_` stay as written: in commands they are globs and names more often than emphasis.)"""
 
     def __init__(self, text: str) -> None:
-        self.text = text
+        self.text = text = joined_spans(text)  # a code span a soft wrap cut reads as one, its break a space
         self.kind = [""] * len(text)  # "": prose, "hidden", "code" (fenced), "icode" (inline code), "bold"
         inside, pos = False, 0
         for line in text.splitlines(keepends=True):

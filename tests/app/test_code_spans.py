@@ -1,5 +1,7 @@
 """Inline code spans as CommonMark reads them: models copy reStructuredText's ``literals`` into answers."""
 
+from pathlib import Path
+
 from app.copilot.code_spans import inline_code, line_spans, prose, prose_so_far
 from app.copilot.grounding import check_grounding
 
@@ -55,3 +57,31 @@ def test_the_scanner_and_the_pattern_agree_on_every_closed_span():
         line = "".join(draw.choice("``a b") for _ in range(draw.randint(0, 14)))
         by_pattern = [(m.start("code"), m.end("code")) for m in INLINE.finditer(line)]
         assert by_pattern == [(s.start, s.end) for s in line_spans(line) if s.closed], line
+
+
+# a runbook's hard-wrapped Markdown, copied by the model as it stands (seen in the chat, session 57)
+WRAPPED = (
+    "If only the Stratum-1 fails, the client\n"
+    "switches to the next server in `CVMFS_SERVER_URL` on its own. Check `cvmfs_talk -i atlas.cern.ch\n"
+    "host info` to see which one it is using."
+)
+
+
+def test_a_code_span_cut_by_a_soft_wrap_is_one_span_as_commonmark_reads_it():
+    from app.copilot.code_spans import joined_spans
+
+    assert inline_code(WRAPPED) == ["CVMFS_SERVER_URL", "cvmfs_talk -i atlas.cern.ch host info"]
+    assert "Check   to see" in prose(WRAPPED) and "`" not in prose(WRAPPED)
+    joined = joined_spans(WRAPPED)
+    assert len(joined) == len(WRAPPED) and joined.count("\n") == 1  # offsets hold: only the cut break is a space
+    # a break a span cannot go on over: a blank line, a list item, a fence; and a fenced block's lines are code
+    for apart in ("a `x\n\ny` b", "a `x\n- y` b", "a `x\n```\ny`\n```", "```\na `x\ny` b\n```"):
+        assert joined_spans(apart) == apart, apart
+    assert joined_spans("a `x\nb ``c`` d") == "a `x\nb ``c`` d"  # no run of as many backticks on the next line
+
+
+def test_grounding_reads_a_wrapped_span_whole_and_takes_no_line_of_it_for_a_command():
+    source = (Path(__file__).parents[2] / "corpora/runbooks/cvmfs-problems.md").read_text(encoding="utf-8")
+    items = {item.text: item for item in check_grounding(WRAPPED, [source])}
+    assert set(items) == {"CVMFS_SERVER_URL", "cvmfs_talk -i atlas.cern.ch host info"}
+    assert all(item.found and not item.adapted for item in items.values())

@@ -143,3 +143,12 @@ def test_a_source_whose_text_has_blank_lines_stays_inside_its_row():
     assert "\n\n" not in shown  # a blank line would end the HTML block: the markdown after it loses the rows
     assert shown.count('<details class="sr-source">') == 3 and shown.count("</details>") == 3
     assert "- The level of detail.&#10;&#10;- SlurmctldSyslogDebug&#10;- Events to &lt;syslog&gt;." in shown
+
+
+def test_a_code_span_cut_by_a_soft_wrap_shows_as_one_code_span_without_backticks():
+    """Seen in the chat on the runbooks: "Check `cvmfs_talk -i atlas.cern.ch" / "host info` to see" showed both
+    backticks, the span read line by line."""
+    segments = [Segment("Check `cvmfs_talk -i atlas.cern.ch\nhost info` to see which one it is using.", 1)]
+    html = render.provenance_html(segments, SOURCES)
+    assert "&#96;" not in html and "`" not in html
+    assert '<code class="sr-prov-code sr-prov-inline">cvmfs&#95;talk -i atlas.cern.ch host info</code>' in html

@@ -202,3 +202,9 @@ def test_the_footer_warns_of_a_spliced_sentence_and_names_a_neighbours_descripti
     neighbour = footer("What does DRAIN mean?", states, answer)
     assert "is how [1] (sinfo) describes `FAILING`, which neither the question nor the answer names" in neighbour
     assert "&amp;" in neighbour and "&amp;amp;" not in neighbour  # the quote's & escaped once
+
+
+def test_a_code_span_cut_by_a_soft_wrap_stays_one_span_in_slack():
+    text = "Check `cvmfs_talk -i atlas.cern.ch\nhost info` to see which one.\n\nThen `a` and\n`b`."
+    shown = "Check `cvmfs_talk -i atlas.cern.ch host info` to see which one.\n\nThen `a` and\n`b`."
+    assert render.to_mrkdwn(text) == shown
