@@ -227,10 +227,12 @@ class _FenceLayout:
         for pattern, kind, inner in ((INLINE, "icode", "code"), (_BOLD, "bold", 1)):
             for match in pattern.finditer(line):
                 start, end = pos + match.start(), pos + match.end()
-                if any(self.kind[start:end]):
-                    continue  # inside inline code: literal
                 marker = (len(match.group(0)) - len(match.group(inner))) // 2  # ` (or ``) or **
-                self.kind[start:end] = ["hidden"] * marker + [kind] * (end - start - 2 * marker) + ["hidden"] * marker
+                if any(self.kind[start : start + marker]) or any(self.kind[end - marker : end]):
+                    continue  # a marker inside inline code: literal
+                # bold around inline code ("**Probe fails with `failed to download`.**") keeps the code as code
+                inside = [k or kind for k in self.kind[start + marker : end - marker]]
+                self.kind[start:end] = ["hidden"] * marker + inside + ["hidden"] * marker
 
     def html(self, start: int, end: int) -> str:
         """text[start:end] as inert HTML, laid out as `kind` says."""

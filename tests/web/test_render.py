@@ -152,3 +152,15 @@ def test_a_code_span_cut_by_a_soft_wrap_shows_as_one_code_span_without_backticks
     html = render.provenance_html(segments, SOURCES)
     assert "&#96;" not in html and "`" not in html
     assert '<code class="sr-prov-code sr-prov-inline">cvmfs&#95;talk -i atlas.cern.ch host info</code>' in html
+
+
+def test_bold_around_inline_code_is_bold_with_the_code_as_code():
+    """Seen in the chat on the runbooks: '**Probe fails with `failed to download` or timeouts.**' showed its
+    asterisks, the bold taken for literal because it held a code span."""
+    segments = [Segment("**Probe fails with `failed to download` or timeouts.** Check.", 1)]
+    html = render.provenance_html(segments, SOURCES)
+    assert "&#42;" not in html and "&#96;" not in html
+    assert (
+        '<strong>Probe fails with </strong><code class="sr-prov-code sr-prov-inline">failed to download</code>'
+        "<strong> or timeouts.</strong> Check."
+    ) in html
