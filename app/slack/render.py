@@ -71,13 +71,19 @@ def _line_to_mrkdwn(line: str) -> str:
 
 def _inline(text: str) -> str:
     """Format one line outside code blocks; inline code spans are only escaped, and a ``double`` one
-    gets Slack's single backticks."""
-    out, pos = [], 0
-    for span in INLINE.finditer(text):
+    gets Slack's single backticks. The spans are held aside while the rest is formatted, so bold around
+    one ("**Probe fails with `failed to download`.**", runbook answers) is bold, not asterisks."""
+    codes: list[str] = []
+
+    def hold(span: re.Match) -> str:
         code = span.group("code")
-        out += [_formatted(text[pos : span.start()]), escape(span.group(0) if "`" in code else f"`{code}`")]
-        pos = span.end()
-    return "".join([*out, _formatted(text[pos:])])
+        codes.append(escape(span.group(0) if "`" in code else f"`{code}`"))
+        return f"\x02{len(codes) - 1}\x03"
+
+    return _HELD.sub(lambda m: codes[int(m.group(1))], _formatted(INLINE.sub(hold, text)))
+
+
+_HELD = re.compile(r"\x02(\d+)\x03")  # a held code span's place while the line is formatted
 
 
 def _formatted(part: str) -> str:

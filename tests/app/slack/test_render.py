@@ -208,3 +208,9 @@ def test_a_code_span_cut_by_a_soft_wrap_stays_one_span_in_slack():
     text = "Check `cvmfs_talk -i atlas.cern.ch\nhost info` to see which one.\n\nThen `a` and\n`b`."
     shown = "Check `cvmfs_talk -i atlas.cern.ch host info` to see which one.\n\nThen `a` and\n`b`."
     assert render.to_mrkdwn(text) == shown
+
+
+def test_bold_around_a_code_span_is_bold_in_slack():
+    line = "**Probe fails with `failed to download` or timeouts.** Check `a**b**` and <x>."
+    shown = "*Probe fails with `failed to download` or timeouts.* Check `a**b**` and &lt;x&gt;."
+    assert render.to_mrkdwn(line) == shown
