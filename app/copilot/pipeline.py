@@ -21,6 +21,7 @@ from app.copilot import gate, loading, parking
 from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences, with_example_words, without_copied
 from app.copilot.code_spans import prose
+from app.copilot.contacts import misattributed_numbers
 from app.copilot.conversation import (
     follow_up_passages,
     keep_history,
@@ -790,6 +791,7 @@ def _checked_final(
             *thresholds(prepared.question, passages),
             *neighbour_quotes(displayed, passages, prepared.question),
             *swapped_subjects(displayed, passages),
+            *misattributed_numbers(displayed, passages),
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),

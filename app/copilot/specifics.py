@@ -63,6 +63,12 @@ _CONTACT_WORD = re.compile(
     r"\b(?:phone|pager|page|call|dial|tel|telephone|mobile|cell|contact|reach|hotline|sms|text|fax|ext|extension)\b",
     re.I,
 )
+# An internal extension is a phone number too: 3-6 digits after a word that makes it one, in its sentence ("phone
+# extension is 4333", "call ... on 4111"). Asked for the Storage Expert's extension, which the runbooks never give,
+# an answer gave the Security Officer's 4333; an invented one was not even looked at (session 57). Any 3-6 digit
+# number of a source finds it: their tables write "Facilities Duty (4999)" with no such word.
+_EXTENSION_WORD = re.compile(r"\b(?:ext|extension|phone|pager|tel|telephone|dial|hotline|call|ring)\b", re.I)
+_SHORT_NUMBER = re.compile(r"(?<![\w.:/=%,+-])\d{3,6}(?![\w:/%]|[.,-]\d)")
 _NOT_PHONE = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,3}(?:\.\d{1,3}){3}|\d+(?:\.\d+)+)$")
 _UNITS = {
     "ms": ("ms", "msec", "millisecond", "milliseconds"),
@@ -146,6 +152,7 @@ class SpecificsChecker:
     def __init__(self, passages: Sequence[str], question: str = "") -> None:
         self._sources = "\n".join([*passages, question])
         self._phones = {_digits(text) for _, text in _phones(self._sources)}
+        self._phones |= {m.group() for m in _SHORT_NUMBER.finditer(self._sources)}  # an extension (see above)
         self._quantities = {quantity_key(text) for _, text in quantities(_with_digits(self._sources))}
         self._times = {_time_key(text) for _, text in _times(self._sources)}
         self._vocabulary = {w.casefold() for w in _WORD.findall(self._sources)}
@@ -159,6 +166,7 @@ class SpecificsChecker:
             "url": _urls,
             "host": _hosts,
             "phone": _phones,
+            "extension": _extensions,
             "quantity": quantities,
             "version": _versions,
             "time": _times,
@@ -172,6 +180,8 @@ class SpecificsChecker:
             if start < covered:
                 continue
             covered = start + len(text)
+            if kind == "extension":
+                kind = "phone"  # a contact like any other: withheld when invented (withhold.py)
             if kind == "phone" and _names_an_identifier(prose[max(0, start - 40) : start]):
                 kind = "number"
             items.setdefault(text, GroundingItem(text, kind, self._found(kind, text)))
@@ -230,6 +240,30 @@ def _phones(text: str) -> list[tuple[int, str]]:
         if 7 <= len(_digits(phone)) <= 15 and not _NOT_PHONE.match(phone):
             found.append((m.start(), phone))
     return found
+
+
+def contact_numbers(prose: str) -> list[tuple[int, str]]:
+    """(start, text) of each phone number and extension of `prose` in order, ids left out (`_names_an_identifier`)."""
+    spans, covered = [], -1
+    for start, text in sorted([*_phones(prose), *_extensions(prose)], key=lambda span: (span[0], -len(span[1]))):
+        if start >= covered and not _names_an_identifier(prose[max(0, start - 40) : start]):
+            spans.append((start, text))
+        covered = max(covered, start + len(text))
+    return spans
+
+
+def _extensions(text: str) -> Iterable[tuple[int, str]]:
+    """Numbers of 3-6 digits that a contact word before them in their sentence makes an extension."""
+    for m in _SHORT_NUMBER.finditer(text):
+        before = _EXT_DOT.sub("ext ", text[max(0, m.start() - 60) : m.start()])
+        sentence = _SENTENCE_BREAK.split(before)[-1]
+        if _EXTENSION_WORD.search(sentence) and not (_YEAR.fullmatch(m.group()) and not _RIGHT_AFTER.search(before)):
+            yield m.start(), m.group()
+
+
+_EXT_DOT = re.compile(r"\bext\.", re.I)  # "ext. 4333" ends no sentence
+_YEAR = re.compile(r"(?:19|20)\d\d")  # "call the helpdesk in 2026": a year, unless the word names the number
+_RIGHT_AFTER = re.compile(r"\b(?:ext|extension|phone|pager|tel|telephone|dial|hotline)[\s:#*]*$", re.I)
 
 
 def _versions(text: str) -> Iterable[tuple[int, str]]:

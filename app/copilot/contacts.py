@@ -1,0 +1,92 @@
+"""A contact number the sources give for someone else: the number found, the person wrong.
+
+Asked in the chat for the Storage Expert's phone extension, which the runbooks never give (the Storage Expert
+is reached through a helpdesk queue, at night only through the on-call administrator), the model answered "The
+Storage Expert's phone extension is 4333.": the Site Security Officer's extension (session 57). The number is
+in the sources, so the specifics check finds it, and no other check speaks; an operator would call the security
+officer at 3 a.m. about a full disk.
+
+So a phone number or extension in the answer's prose (specifics.py's reading) is reported when the answer's
+sentence names someone, a run of two or more capitalised words ("Storage Expert", "On-call Site Administrator")
+or an acronym a passage spells out ("SSO" of "Site Security Officer (SSO)"), and no place of the passages that
+holds the number names any of them, while one of those places names someone else. The place is the number's
+sentence and the one before it ("Call the SSO first. Extension 4333, 24/7 ..."). A number the passages do not
+hold at all is the specifics check's to flag, and a sentence that names nobody ("call 4333") is not judged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from app.copilot.code_spans import prose
+from app.copilot.events import Definition, Passage
+from app.copilot.markers import MARKER_GROUP
+from app.copilot.quotes import last_sentence_end, sentence_around
+from app.copilot.specifics import contact_numbers
+
+# two or more capitalised words in a row ("On-call Site Administrator"), an article before them left out
+_TITLED = re.compile(r"(?:\b(?:The|A|An)\s+)?((?:[A-Z][\w-]*)(?:\s+[A-Z][\w-]*)+)")
+_SPELLED_OUT = re.compile(r"([A-Z][\w-]*(?:\s+[A-Z][\w-]*)+)\s+\(([A-Z]{2,6})\)")  # "Site Security Officer (SSO)"
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def misattributed_numbers(answer: str, passages: Sequence[Passage]) -> list[Definition]:
+    """One Definition per contact number told of someone the passages never give it for: `name` and `said_of`
+    the answer's person, `term` the passages', `quoted` the number, `text` the passage's words around it."""
+    texts = [(p, p.text) for p in passages]
+    acronyms = {short for _, text in texts for _, short in _SPELLED_OUT.findall(flat_markdown(text))}
+    said = MARKER_GROUP.sub(" ", prose(answer))
+    found: dict[str, Definition] = {}
+    for start, number in contact_numbers(said):
+        named = _people(sentence_around(said, start, start + len(number)), acronyms)
+        places = [(p, own, before) for p, text in texts for own, before in _places(text, number)]
+        if not named or not places or number in found:
+            continue
+        if any(person.casefold() in (before + own).casefold() for person in named for _, own, before in places):
+            continue  # the passages give the number for one the answer names
+        # whom a place gives it for: its own sentence's people, else those of the sentence before it
+        holders = [(p, own, _people(own, acronyms) or _people(before, acronyms)) for p, own, before in places]
+        p, own, people = next(((p, own, people) for p, own, people in holders if people), (None, "", []))
+        if p is not None:
+            found[number] = Definition(
+                named[0], people[0], p.number, p.title, " ".join(own.split()), quoted=number, said_of=named[0]
+            )
+    return list(found.values())
+
+
+def is_contact(defined: Definition) -> bool:
+    """Whether `defined` is a contact number told of another person (this module's), not a swapped sentence."""
+    return bool(defined.said_of) and NUMBER.fullmatch(defined.quoted) is not None
+
+
+NUMBER = re.compile(r"\+?[\d\s().-]+")  # a phone number or extension, as quoted here
+
+
+def flat_markdown(text: str) -> str:
+    """`text` without emphasis marks and table bars, so "Extension **4333**" and "| SSO | 4333 |" read as words."""
+    return re.sub(r"\*\*|__|\|", " ", text)
+
+
+def _places(text: str, number: str) -> list[tuple[str, str]]:
+    """(its sentence, the sentence before it) of each place `text` writes `number` as a number of its own. A table
+    row or a list item is a record of its own: the sentence before it is another's, so only its own line counts."""
+    places = []
+    for m in re.finditer(rf"(?<![\w.-]){re.escape(number)}(?![\w]|[.-]\d)", text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        sentence = last_sentence_end(text, m.start())
+        before = last_sentence_end(text, sentence - 1) if sentence else 0
+        if _RECORD.match(text, line_start):
+            before = max(before, line_start)
+        places.append((flat_markdown(sentence_around(text, m.start(), m.end())), flat_markdown(text[before:sentence])))
+    return places
+
+
+_RECORD = re.compile(r"[ \t]*(?:\||[-*+][ \t]|\d+[.)][ \t])")  # a table row or a list item
+
+
+def _people(text: str, acronyms: set[str]) -> list[str]:
+    """Whom `text` names: runs of capitalised words and the passages' spelled-out acronyms, in order."""
+    names = [_POSSESSIVE.sub("", m.group(1)) for m in _TITLED.finditer(text)]
+    names += [word for word in re.findall(r"\b[A-Z]{2,6}\b", text) if word in acronyms]
+    return list(dict.fromkeys(names))
