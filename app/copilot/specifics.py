@@ -64,10 +64,11 @@ _CONTACT_WORD = re.compile(
     re.I,
 )
 # An internal extension is a phone number too: 3-6 digits after a word that makes it one, in its sentence ("phone
-# extension is 4333", "call ... on 4111"). Asked for the Storage Expert's extension, which the runbooks never give,
+# extension is 4333", "pager 4111"). Asked for the Storage Expert's extension, which the runbooks never give,
 # an answer gave the Security Officer's 4333; an invented one was not even looked at (session 57). Any 3-6 digit
 # number of a source finds it: their tables write "Facilities Duty (4999)" with no such word.
-_EXTENSION_WORD = re.compile(r"\b(?:ext|extension|phone|pager|tel|telephone|dial|hotline|call|ring)\b", re.I)
+# ("call" is not enough for so short a number: "the call returned 404")
+_EXTENSION_WORD = re.compile(r"\b(?:ext|extension|phone|pager|tel|telephone|dial|hotline)\b", re.I)
 _SHORT_NUMBER = re.compile(r"(?<![\w.:/=%,+-])\d{3,6}(?![\w:/%]|[.,-]\d)")
 _NOT_PHONE = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,3}(?:\.\d{1,3}){3}|\d+(?:\.\d+)+)$")
 _UNITS = {

@@ -52,6 +52,7 @@ def test_an_internal_extension_is_a_phone_number_found_only_when_a_source_has_it
     assert check_specifics("[1] Page the SSO (ext. 4333).", [MATRIX])[0].found
     assert check_specifics("Facilities Duty (4999) and the NOC, every time.", [MATRIX]) == []  # no contact word
     assert check_specifics("Call the helpdesk again in 2026.", [MATRIX]) == []  # a year
+    assert check_specifics("The call returned 404.", [MATRIX]) == []  # "call" alone makes no extension
     assert check_specifics("Retry the call after 300 seconds.", [MATRIX])[0].kind == "quantity"
 
 

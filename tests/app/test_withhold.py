@@ -370,3 +370,13 @@ def test_the_pipeline_stops_at_an_invented_contact_and_never_streams_it(tiny_eng
     ids = copilot.engine.tokenizer(answer, add_special_tokens=False)["input_ids"]
     assert closed and len(generated) < len(ids) / 2  # generation stopped at the number
     assert final.answer == copilot.engine.tokenizer.decode(generated)  # the generated words, unchanged
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 50])
+def test_an_invented_internal_extension_is_withheld_and_one_the_sources_give_is_shown(chunk):
+    """Site runbooks reach people on 4-digit extensions ("Extension **4333**"); one a passage lacks is as
+    invented as a full number (session 57)."""
+    assert notice_for("Call the storage team on extension 4444 [2].").startswith(WITHHELD)
+    assert notice_for("Call the operations desk on extension 1111 [2].") == ""  # the passage's number ends so
+    shown, guard = streamed("Ring the desk: phone extension 4444, then wait.", chunk)
+    assert guard.notice.startswith(WITHHELD) and "4444" not in shown
