@@ -59,6 +59,8 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", warning))
     if final.withheld:
         return notes
+    # a contact number the sources give for someone else comes first: it would be called (contacts.py)
+    notes += [("warning", definition(defined, code)) for defined in final.definitions if is_contact(defined)]
     if final.repeats_earlier:
         notes.append(("warning", REPEATED_EARLIER))
     for item in final.ungrounded:
@@ -78,10 +80,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("note", assembled(item, code)) for item in final.assembled]
     if final.citations.invalid:
         notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
-    # a contact number the sources give for someone else is acted on at once: a warning (contacts.py)
-    notes += [
-        ("warning" if is_contact(defined) else "note", definition(defined, code)) for defined in final.definitions
-    ]
+    notes += [("note", definition(defined, code)) for defined in final.definitions if not is_contact(defined)]
     return notes
 
 
