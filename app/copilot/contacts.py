@@ -50,7 +50,13 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage]) -> list[Defi
         p, own, people = next(((p, own, people) for p, own, people in holders if people), (None, "", []))
         if p is not None:
             found[number] = Definition(
-                named[0], people[0], p.number, p.title, " ".join(own.split()), quoted=number, said_of=named[0]
+                named[0],
+                people[0],
+                p.number,
+                p.title,
+                " ".join(own.split()).strip(" ·"),
+                quoted=number,
+                said_of=named[0],
             )
     return list(found.values())
 
@@ -64,8 +70,9 @@ NUMBER = re.compile(r"\+?[\d\s().-]+")  # a phone number or extension, as quoted
 
 
 def flat_markdown(text: str) -> str:
-    """`text` without emphasis marks and table bars, so "Extension **4333**" and "| SSO | 4333 |" read as words."""
-    return re.sub(r"\*\*|__|\|", " ", text)
+    """`text` without emphasis marks, and a table's bars made a mark no name runs over: "Extension **4333**" reads
+    as words, and "| Data Centre Facilities Duty | Power, UPS |" names no "Data Centre Facilities Duty Power"."""
+    return re.sub(r"\|", " · ", re.sub(r"\*\*|__", " ", text))
 
 
 def _places(text: str, number: str) -> list[tuple[str, str]]:

@@ -31,6 +31,9 @@ def test_a_number_the_sources_give_for_someone_else_is_reported_with_whose_it_is
     )
     [told] = misattributed_numbers("The Storage Expert is on extension 4111.", PASSAGES)
     assert told.term == "On-call Site Administrator"
+    # seen in a probe: a table's cells are not one name ("Data Centre Facilities Duty | Power, UPS, ...")
+    [told] = misattributed_numbers("[1] The Site Manager's phone extension is 4999 [2].", PASSAGES)
+    assert told.term == "Data Centre Facilities Duty" and told.text.startswith("Data Centre Facilities Duty · Power")
 
 
 def test_the_right_person_an_acronym_the_sources_spell_out_and_a_sentence_naming_nobody_pass():
