@@ -57,7 +57,7 @@ def test_chunking_4mb_file_costs_what_four_1mb_files_cost():
 
 @pytest.mark.slow
 def test_chunking_16mb_file_costs_what_four_4mb_files_cost():
-    ratio = linearity_ratio(16 * MB, repeats=2)
+    ratio = linearity_ratio(16 * MB, repeats=5)  # best of 2 read 1.68 once right after a full test run (session 57)
     print(f"chunking 16 MB / 4 x 4 MB = {ratio:.2f}")
     assert ratio <= 1.5
 
