@@ -31,15 +31,19 @@ _SPELLED_OUT = re.compile(r"([A-Z][\w-]*(?:\s+[A-Z][\w-]*)+)\s+\(([A-Z]{2,6})\)"
 _POSSESSIVE = re.compile(r"['’]s$")
 
 
-def misattributed_numbers(answer: str, passages: Sequence[Passage]) -> list[Definition]:
+def misattributed_numbers(answer: str, passages: Sequence[Passage], question: str = "") -> list[Definition]:
     """One Definition per contact number told of someone the passages never give it for: `name` and `said_of`
-    the answer's person, `term` the passages', `quoted` the number, `text` the passage's words around it."""
+    the answer's person, `term` the passages', `quoted` the number, `text` the passage's words around it.
+
+    A sentence that names nobody ("It is 4999 [2].") is told of the one person the question asks about, when it
+    names exactly one the passages name, in any case ("what's the site manager's extension?")."""
     texts = [(p, p.text) for p in passages]
     acronyms = {short for _, text in texts for _, short in _SPELLED_OUT.findall(flat_markdown(text))}
     said = MARKER_GROUP.sub(" ", prose(answer))
+    asked = _asked_about(question, [flat_markdown(text) for _, text in texts], acronyms)
     found: dict[str, Definition] = {}
     for start, number in contact_numbers(said):
-        named = _people(sentence_around(said, start, start + len(number)), acronyms)
+        named = _people(sentence_around(said, start, start + len(number)), acronyms) or asked
         places = [(p, own, before) for p, text in texts for own, before in _places(text, number)]
         if not named or not places or number in found:
             continue
@@ -90,6 +94,14 @@ def _places(text: str, number: str) -> list[tuple[str, str]]:
 
 
 _RECORD = re.compile(r"[ \t]*(?:\||[-*+][ \t]|\d+[.)][ \t])")  # a table row or a list item
+
+
+def _asked_about(question: str, texts: Sequence[str], acronyms: set[str]) -> list[str]:
+    """The one person of the passages the question names (any case), as a list; [] for none or several."""
+    known = {person for text in texts for person in _people(text, acronyms)}
+    asked = {person for person in known if re.search(rf"\b{re.escape(person)}\b", question, re.I)}
+    asked = {person for person in asked if not any(person != other and person in other for other in asked)}
+    return list(asked) if len(asked) == 1 else []
 
 
 def _people(text: str, acronyms: set[str]) -> list[str]:

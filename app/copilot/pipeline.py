@@ -791,7 +791,7 @@ def _checked_final(
             *thresholds(prepared.question, passages),
             *neighbour_quotes(displayed, passages, prepared.question),
             *swapped_subjects(displayed, passages),
-            *misattributed_numbers(displayed, passages),
+            *misattributed_numbers(displayed, passages, prepared.question),
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),

@@ -36,6 +36,16 @@ def test_a_number_the_sources_give_for_someone_else_is_reported_with_whose_it_is
     assert told.term == "Data Centre Facilities Duty" and told.text.startswith("Data Centre Facilities Duty · Power")
 
 
+def test_a_sentence_naming_nobody_is_told_of_the_one_person_the_question_asks_about():
+    asked = "what's the site manager's phone extension?"  # in lower case, as operators type
+    [told] = misattributed_numbers("[1] Dial extension 4999.", PASSAGES, asked)
+    assert (told.said_of, told.term) == ("Site Manager", "Data Centre Facilities Duty")
+    assert misattributed_numbers("[1] Dial extension 4999.", PASSAGES) == []  # no question: nobody named
+    assert misattributed_numbers("Dial extension 4333.", PASSAGES, "what's the SSO's number?") == []  # the right one
+    both = "is it the site manager or the storage expert I call?"  # two people asked about: not judged
+    assert misattributed_numbers("Dial extension 4999.", PASSAGES, both) == []
+
+
 def test_the_right_person_an_acronym_the_sources_spell_out_and_a_sentence_naming_nobody_pass():
     for right in (
         "[1] Call the SSO first on extension 4333.",  # "Site Security Officer (SSO)"
