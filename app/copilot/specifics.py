@@ -68,7 +68,8 @@ _CONTACT_WORD = re.compile(
 # an answer gave the Security Officer's 4333; an invented one was not even looked at (session 57). Any 3-6 digit
 # number of a source finds it: their tables write "Facilities Duty (4999)" with no such word.
 # ("call" is not enough for so short a number: "the call returned 404")
-_EXTENSION_WORD = re.compile(r"\b(?:ext|extension|phone|pager|tel|telephone|dial|hotline)\b", re.I)
+_EXTENSION_WORDS = r"\b(?:ext|extension|phone|pager|tel|telephone|dial|hotline)\b"
+_EXTENSION_WORD = re.compile(_EXTENSION_WORDS, re.I)
 _SHORT_NUMBER = re.compile(r"(?<![\w.:/=%,+-])\d{3,6}(?![\w:/%]|[.,-]\d)")
 _NOT_PHONE = re.compile(r"^(?:\d{4}-\d{2}-\d{2}|\d{1,3}(?:\.\d{1,3}){3}|\d+(?:\.\d+)+)$")
 _UNITS = {
@@ -162,29 +163,8 @@ class SpecificsChecker:
     def check(self, answer: str) -> list[GroundingItem]:
         """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
         prose = prose_of(answer)
-        extractors = {
-            "email": _emails,
-            "url": _urls,
-            "host": _hosts,
-            "phone": _phones,
-            "extension": _extensions,
-            "quantity": quantities,
-            "version": _versions,
-            "time": _times,
-        }
-        spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
-        spans += [(start, "name", text) for start, text in _names(prose, self._vocabulary)]
-        spans += [(m.start(), "setting", m.group(0)) for m in _SETTING_VALUE.finditer(prose)]
         items: dict[str, GroundingItem] = {}
-        covered = -1  # end of the last listed span: a host inside an email or URL is not listed again
-        for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
-            if start < covered:
-                continue
-            covered = start + len(text)
-            if kind == "extension":
-                kind = "phone"  # a contact like any other: withheld when invented (withhold.py)
-            if kind == "phone" and _names_an_identifier(prose[max(0, start - 40) : start]):
-                kind = "number"
+        for _, kind, text in _specific_spans(prose, _names(prose, self._vocabulary)):
             items.setdefault(text, GroundingItem(text, kind, self._found(kind, text)))
         return list(items.values())
 
@@ -243,14 +223,40 @@ def _phones(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def _specific_spans(prose: str, names: Iterable[tuple[int, str]] = ()) -> list[tuple[int, str, str]]:
+    """(start, kind, text) of each specific of `prose` (and each of `names`) in order of appearance; where spans
+    overlap, the first and longest (a host inside an email or URL is not listed again). An extension is a phone
+    number, and a phone-shaped number after a word naming an identifier is a `number`."""
+    extractors = {
+        "email": _emails,
+        "url": _urls,
+        "host": _hosts,
+        "phone": _phones,
+        "extension": _extensions,
+        "quantity": quantities,
+        "version": _versions,
+        "time": _times,
+    }
+    spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
+    spans += [(start, "name", text) for start, text in names]
+    spans += [(m.start(), "setting", m.group(0)) for m in _SETTING_VALUE.finditer(prose)]
+    listed, covered = [], -1  # covered: the end of the last listed span
+    for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
+        if start < covered:
+            continue
+        covered = start + len(text)
+        if kind == "extension":
+            kind = "phone"  # a contact like any other: withheld when invented (withhold.py)
+        if kind == "phone" and _names_an_identifier(prose[max(0, start - 40) : start]):
+            kind = "number"
+        listed.append((start, kind, text))
+    return listed
+
+
 def contact_numbers(prose: str) -> list[tuple[int, str]]:
-    """(start, text) of each phone number and extension of `prose` in order, ids left out (`_names_an_identifier`)."""
-    spans, covered = [], -1
-    for start, text in sorted([*_phones(prose), *_extensions(prose)], key=lambda span: (span[0], -len(span[1]))):
-        if start >= covered and not _names_an_identifier(prose[max(0, start - 40) : start]):
-            spans.append((start, text))
-        covered = max(covered, start + len(text))
-    return spans
+    """(start, text) of each phone number and extension of `prose` in order, as the check reads them (an id is
+    none, nor are digits inside an email, URL, quantity or time)."""
+    return [(start, text) for start, kind, text in _specific_spans(prose) if kind == "phone"]
 
 
 def _extensions(text: str) -> Iterable[tuple[int, str]]:
@@ -264,7 +270,7 @@ def _extensions(text: str) -> Iterable[tuple[int, str]]:
 
 _EXT_DOT = re.compile(r"\bext\.", re.I)  # "ext. 4333" ends no sentence
 _YEAR = re.compile(r"(?:19|20)\d\d")  # "call the helpdesk in 2026": a year, unless the word names the number
-_RIGHT_AFTER = re.compile(r"\b(?:ext|extension|phone|pager|tel|telephone|dial|hotline)[\s:#*]*$", re.I)
+_RIGHT_AFTER = re.compile(_EXTENSION_WORDS + r"[\s:#*]*$", re.I)  # the word right before the number
 
 
 def _versions(text: str) -> Iterable[tuple[int, str]]:
