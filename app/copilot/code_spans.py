@@ -10,6 +10,7 @@ items) and nearest.py (finding the closest ones in the sources).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # group 1: the block's body (an unclosed block runs to the end of the answer)
@@ -59,21 +60,27 @@ def line_spans(line: str, still_open: bool = False) -> list[Span]:
     that are fewer than its opening run may be its closing run being written, and are not its text.
     An unclosed run of two or more followed by a space is taken for literal backticks ("`` empty"), as
     rst literals, the double spans models copy, start right after their backticks."""
-    spans, pos = [], 0
-    while run := _TICKS.search(line, pos):
+    spans = []
+    for run, close in _paired_runs(line):
         ticks = len(run.group())
-        close = next((c for c in _TICKS.finditer(line, run.end()) if len(c.group()) == ticks), None)
         if close:
             spans.append(Span(run.start(), run.end(), close.start(), close.end(), True))
-            pos = close.end()
         elif still_open and (ticks == 1 or not line[run.end() : run.end() + 1].isspace()):
             trailing = len(line) - len(line.rstrip("`"))
             end = len(line) - trailing if run.end() < len(line) and trailing < ticks else len(line)
             spans.append(Span(run.start(), run.end(), max(end, run.end()), len(line), False))
             break
-        else:
-            pos = run.end()  # never closed: literal backticks
     return spans
+
+
+def _paired_runs(line: str) -> Iterator[tuple[re.Match[str], re.Match[str] | None]]:
+    """Each run of backticks that opens a span on `line`, with the run of as many that closes it (None: never
+    closed, so literal backticks, and the scan goes on after it), by INLINE's rule."""
+    pos = 0
+    while run := _TICKS.search(line, pos):
+        close = next((c for c in _TICKS.finditer(line, run.end()) if len(c.group()) == len(run.group())), None)
+        yield run, close
+        pos = close.end() if close else run.end()
 
 
 def without_fences(text: str) -> str:
@@ -114,14 +121,7 @@ def joined_spans(text: str) -> str:
 
 def _left_open(line: str) -> int:
     """How many backticks open the first run of `line` that no run of as many closes on it (0: none)."""
-    pos = 0
-    while run := _TICKS.search(line, pos):
-        ticks = len(run.group())
-        close = next((c for c in _TICKS.finditer(line, run.end()) if len(c.group()) == ticks), None)
-        if close is None:
-            return ticks
-        pos = close.end()
-    return 0
+    return next((len(run.group()) for run, close in _paired_runs(line) if close is None), 0)
 
 
 def prose(text: str) -> str:
