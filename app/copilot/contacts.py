@@ -37,14 +37,17 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage], question: st
 
     A sentence that names nobody ("It is 4999 [2].") is told of the one person the question asks about, when it
     names exactly one the passages name, in any case ("what's the site manager's extension?")."""
-    texts = [(p, p.text) for p in passages]
-    acronyms = {short for _, text in texts for _, short in _SPELLED_OUT.findall(flat_markdown(text))}
     said = MARKER_GROUP.sub(" ", prose(answer))
-    asked = _asked_about(question, [flat_markdown(text) for _, text in texts], acronyms)
+    numbers = contact_numbers(said)
+    if not numbers:
+        return []  # most answers: no passage need be read
+    flat = [flat_markdown(p.text) for p in passages]
+    acronyms = {short for text in flat for _, short in _SPELLED_OUT.findall(text)}
+    asked = _asked_about(question, flat, acronyms)
     found: dict[str, Definition] = {}
-    for start, number in contact_numbers(said):
+    for start, number in numbers:
         named = _people(sentence_around(said, start, start + len(number)), acronyms) or asked
-        places = [(p, own, before) for p, text in texts for own, before in _places(text, number)]
+        places = [(p, own, before) for p in passages for own, before in _places(p.text, number)]
         if not named or not places or number in found:
             continue
         if any(person.casefold() in (before + own).casefold() for person in named for _, own, before in places):
