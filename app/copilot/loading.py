@@ -58,3 +58,16 @@ def load_engine(options: ModelOptions) -> LoadedEngine:
         models.quant,
         options.target,
     )
+
+
+def unused_draft(options: ModelOptions, loaded: LoadedEngine) -> str | None:
+    """Why a draft model the user named is not used, or None: the numeric path verifies no drafts
+    (llamacpp-f16, whose logits depend on how many tokens share a pass), so it loaded none."""
+    named = options.draft and options.draft.lower() != "none" and options.draft != ModelOptions.draft
+    if not named or loaded.engine.verifies_drafts:
+        return None
+    return (
+        f"--draft {options.draft} is not used: the {loaded.quant} path verifies no drafts (a token's logits "
+        "there depend on how many tokens share its pass), so answers decode plainly; --quant llamacpp "
+        "speculates exactly"
+    )

@@ -9,6 +9,7 @@ button, disconnect, error) closes the generator, which releases the engine at on
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -36,7 +37,7 @@ from app.copilot.events import Event, Final, Passage, Recitation, Status, Token,
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.neighbour_quotes import neighbour_quotes
-from app.copilot.options import AnswerOptions, CopilotOptions
+from app.copilot.options import AnswerOptions, CopilotOptions, ModelOptions
 from app.copilot.prompting import (
     JUDGE_QUESTION,
     build_messages,
@@ -132,15 +133,24 @@ class Copilot:
         if options.answer.speculation not in ("model", "hybrid"):
             models = replace(models, draft=None)
         if not open_index_first:
-            return cls(loading.load_engine(models), options)  # tests swap loading.load_engine for tiny models
+            return cls(cls._loaded(models, options), options)
         from retrieval.store import default_index_dir, require_live
 
         if need_index:
             require_live(options.index_dir or default_index_dir())
         with ThreadPoolExecutor(1, thread_name_prefix="specrag-index") as pool:
             index = pool.submit(cls._open_index, options, need_index)
-            loaded = loading.load_engine(models)
+            loaded = cls._loaded(models, options)
         return cls(loaded, options, index.result())
+
+    @staticmethod
+    def _loaded(models: ModelOptions, options: CopilotOptions) -> LoadedEngine:
+        """The engine (tests swap loading.load_engine for tiny models), saying on stderr if a draft model
+        the user named goes unused: nothing else would tell them."""
+        loaded = loading.load_engine(models)
+        if options.answer.speculation in ("model", "hybrid") and (why := loading.unused_draft(options.models, loaded)):
+            print(f"specrag: {why}", file=sys.stderr, flush=True)
+        return loaded
 
     @classmethod
     def _open_index(cls, options: CopilotOptions, need_index: bool) -> Any:

@@ -74,6 +74,21 @@ def test_on_a_path_that_verifies_no_drafts_answers_are_plain_and_labelled_so(cop
     assert set(answer.origins) == {"target"} and answer.stats["tokens_per_pass"] == 1.0
 
 
+def test_a_named_draft_that_the_path_cannot_use_is_reported_not_dropped_in_silence(tiny_engine, monkeypatch, capsys):
+    named = ModelOptions(draft="/models/my-draft.gguf")
+    with monkeypatch.context() as path:
+        runner = type(loading.load_engine(named).engine.target)
+        path.setattr(runner, "max_pass_rows", property(lambda self: 1))  # as llamacpp-f16's runner
+        Copilot.load(CopilotOptions(models=named))
+        said = capsys.readouterr().err
+        assert "--draft /models/my-draft.gguf is not used" in said and "--quant llamacpp" in said
+        for models in (ModelOptions(), ModelOptions(draft="none")):  # the default draft, or none asked for
+            Copilot.load(CopilotOptions(models=models))
+            assert capsys.readouterr().err == ""
+    Copilot.load(CopilotOptions(models=named))  # a path that verifies drafts uses the named one
+    assert capsys.readouterr().err == ""
+
+
 def test_follow_up_uses_history_in_retrieval_prompt_and_numbering(copilot):
     first = collect(copilot.answer("How do I drain a node?"))
     retriever = copilot.retriever()
