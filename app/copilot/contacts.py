@@ -6,10 +6,11 @@ Storage Expert's phone extension is 4333.": the Site Security Officer's extensio
 in the sources, so the specifics check finds it, and no other check speaks; an operator would call the security
 officer at 3 a.m. about a full disk.
 
-So a phone number or extension in the answer's prose (specifics.py's reading) is reported when the answer's
-sentence names someone, a run of two or more capitalised words ("Storage Expert", "On-call Site Administrator")
-or an acronym a passage spells out ("SSO" of "Site Security Officer (SSO)"), and no place of the passages that
-holds the number names any of them, while one of those places names someone else. The place is the number's
+So a phone number or extension in the answer's prose (specifics.py's reading) is reported, and the answer
+withheld (withhold.py), when the answer's sentence names someone, a run of two or more capitalised words
+("Storage Expert", "On-call Site Administrator") or an acronym a passage spells out ("SSO" of "Site Security
+Officer (SSO)"), and no place of the passages that holds the number names any of them, while one of those
+places names someone else. The place is the number's
 sentence and the one before it ("Call the SSO first. Extension 4333, 24/7 ..."). A number the passages do not
 hold at all is the specifics check's to flag, and a sentence that names nobody ("call 4333") is not judged.
 """
@@ -66,14 +67,6 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage], question: st
                 said_of=named[0],
             )
     return list(found.values())
-
-
-def is_contact(defined: Definition) -> bool:
-    """Whether `defined` is a contact number told of another person (this module's), not a swapped sentence."""
-    return bool(defined.said_of) and NUMBER.fullmatch(defined.quoted) is not None
-
-
-NUMBER = re.compile(r"\+?[\d\s().-]+")  # a phone number or extension, as quoted here
 
 
 def flat_markdown(text: str) -> str:

@@ -22,7 +22,6 @@ from app.copilot import gate, loading, parking
 from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences, with_example_words, without_copied
 from app.copilot.code_spans import prose
-from app.copilot.contacts import misattributed_numbers
 from app.copilot.conversation import (
     follow_up_passages,
     keep_history,
@@ -60,6 +59,7 @@ from app.copilot.withhold import (
     ContactGuard,
     UnsourcedSubjectCheck,
     example_credential_notice,
+    misattributed_notice,
     own_site_notice,
     quoted_source,
     withheld_notice,
@@ -585,7 +585,7 @@ class Copilot:
         config = replace(config, stop_strings=(*config.stop_strings, past_the_sources(prepared.all_passages)))
         shown = [shown_text(p) for p in prepared.all_passages]
         # the shown text stops short of a contact still forming, and at an invented one (withhold.py)
-        guard = ContactGuard(shown, prepared.asked)
+        guard = ContactGuard(shown, prepared.asked, prepared.all_passages, prepared.question)
         # nothing streams before the answer cites a passage; one that never does (unless it quotes one passage
         # throughout: shown citing it), or writes the prompt's [n] placeholder as a value, is withheld (withhold.py)
         passages = prepared.all_passages
@@ -761,6 +761,7 @@ def _checked_final(
         or UnsourcedSubjectCheck(read, prepared.question).notice(answer)
         or example_credential_notice(answer, read)
         or own_site_notice(prepared.question, answer, grounding)
+        or misattributed_notice(answer, passages, prepared.question)
         or cited_notice
     )
     # the sources list marks what the shown text cites: nothing, when the answer is withheld
@@ -801,7 +802,6 @@ def _checked_final(
             *thresholds(prepared.question, passages),
             *neighbour_quotes(displayed, passages, prepared.question),
             *swapped_subjects(displayed, passages),
-            *misattributed_numbers(displayed, passages, prepared.question),
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),

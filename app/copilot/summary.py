@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from app.copilot.contacts import is_contact
 from app.copilot.events import Definition, Final, GroundingItem, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning, why_refused
 from app.copilot.source_paths import short_paths
@@ -59,8 +58,6 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         notes.append(("warning", warning))
     if final.withheld:
         return notes
-    # a contact number the sources give for someone else comes first: it would be called (contacts.py)
-    notes += [("warning", definition(defined, code)) for defined in final.definitions if is_contact(defined)]
     if final.repeats_earlier:
         notes.append(("warning", REPEATED_EARLIER))
     for item in final.ungrounded:
@@ -80,7 +77,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("note", assembled(item, code)) for item in final.assembled]
     if final.citations.invalid:
         notes.append(("warning", f"the answer cites passages that do not exist: {final.citations.invalid}"))
-    notes += [("note", definition(defined, code)) for defined in final.definitions if not is_contact(defined)]
+    notes += [("note", definition(defined, code)) for defined in final.definitions]
     return notes
 
 
@@ -123,11 +120,6 @@ def definition(
     """What a source says an option of the answer does, so a real option used for the wrong purpose shows
     (definitions.py). `words` renders the page's own words (the front end's escaping)."""
     page = f" ({words(defined.title)})" if defined.title else ""
-    if is_contact(defined):  # a contact number the sources give for someone else (contacts.py)
-        return (
-            f"{words(defined.quoted)} is the number [{defined.source}]{page} gives for {words(defined.term)}, "
-            f"not for {words(defined.said_of)}: check whom it reaches before you call"
-        )
     if defined.said_of:  # a source's sentence told of another setting (swapped.py)
         return (
             f"“{words(_cut(defined.quoted, 60))}” is what [{defined.source}]{page} says of {code(defined.term)}, "

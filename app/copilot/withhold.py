@@ -46,10 +46,18 @@ guide it was shown as [1], "To drain a node, specify a new state of DRAIN, DRAIN
 is shown, opened with that passage's marker, and the front ends say the citation was added
 (`quoted_source`, recite.py's note).
 
+A contact number that the sources give for someone else than the answer's person withholds the answer
+too (contacts.py): "The Storage Expert's phone extension is 4333." gave the Site Security Officer's
+extension (session 57), and an operator would have called the wrong person at 3 a.m. Session 57 showed
+it first as a warning under a shown answer; a number read is a number called, so the answer is held
+back as an invented one is.
+
 While the answer streams, `ContactGuard` shows its text only up to where no contact can
 still be forming (a trailing run of digits and separators, a last word that may be or
 become an email address, an open inline code span), and trips on the first invented
 contact in that shown part: the number never reaches the screen, and generation stops there.
+A sentence holding a contact number the sources do have is held back until it ends, when
+it is known whom it gives the number for.
 """
 
 from __future__ import annotations
@@ -60,12 +68,13 @@ from collections.abc import Mapping, Sequence
 from app.copilot.abstention import abstention_phrase
 from app.copilot.attribution import sentence_spans
 from app.copilot.code_spans import FENCE, INLINE, inline_code, line_spans, prose, prose_so_far
+from app.copilot.contacts import misattributed_numbers
 from app.copilot.definitions import CONFIG_KEY
-from app.copilot.events import GroundingItem
+from app.copilot.events import GroundingItem, Passage
 from app.copilot.markers import MARKER_GROUP, cited_numbers
 from app.copilot.quotes import last_sentence_end
 from app.copilot.recite import MIN_RECITE_WORDS
-from app.copilot.specifics import SpecificsChecker
+from app.copilot.specifics import SpecificsChecker, contact_numbers
 from app.copilot.unnumbered import TEMPLATE, unnumbered_citation
 
 WITHHELD_KINDS = {"phone": "a phone number", "email": "an email address", "version": "a version or address"}
@@ -148,6 +157,19 @@ def withheld_notice(grounding: Sequence[GroundingItem]) -> str:
     return (
         f"{WITHHELD} named {named} that no source contains, so it is not shown. "
         f"Look the {look_up} up where your site keeps it."
+    )
+
+
+def misattributed_notice(answer: str, passages: Sequence[Passage], question: str) -> str:
+    """The notice shown in place of an answer that gives someone a contact number the sources give for someone
+    else (contacts.py), or ''. The number is not repeated: it would be read, and called."""
+    told = misattributed_numbers(answer, passages, question)
+    if not told:
+        return ""
+    page = f" ({told[0].title})" if told[0].title else ""
+    return (
+        f"{WITHHELD} gave {told[0].said_of} a number that [{told[0].source}]{page} gives for {told[0].term}, "
+        f"so it is not shown. Look up how to reach {told[0].said_of} in the sources below."
     )
 
 
@@ -296,8 +318,13 @@ class ContactGuard:
     on all of it (own_site_notice: one that goes on to say the sources lack the value is), and the value
     must not be on screen meanwhile."""
 
-    def __init__(self, passages: Sequence[str], question: str) -> None:
+    def __init__(
+        self, passages: Sequence[str], question: str, sources: Sequence[Passage] = (), asked: str = ""
+    ) -> None:
+        """`sources` and `asked`: the passages as Passages and the user's own question, for the check of a number
+        given for someone else (misattributed_notice); without them it is not made."""
         self._checker = SpecificsChecker(passages, question)
+        self._sources, self._asked = list(sources), asked
         self._unsourced = UnsourcedSubjectCheck(passages, question, self._checker)
         self._question = question
         self._own_site = own_site_question(question)
@@ -311,9 +338,15 @@ class ContactGuard:
         """Take the next piece of the answer; return the text that may now be shown ('' once tripped)."""
         self._text += delta
         end = _safe_end(self._text)
-        if self._own_site:
+        if self._own_site or self._number_in_sentence(end):
             end = last_sentence_end(self._text, end)
         return self._release(end, done=False)
+
+    def _number_in_sentence(self, end: int) -> bool:
+        """Whether the unshown part of `_text[:end]`, read from the start of its sentence, gives a contact number
+        (only when the number's person is checked: whom it is given for is known when the sentence ends)."""
+        start = last_sentence_end(self._text, self._released)
+        return bool(self._sources) and bool(contact_numbers(MARKER_GROUP.sub(" ", prose(self._text[start:end]))))
 
     def flush(self) -> str:
         """The answer ended: the held-back rest, checked ('' once tripped)."""
@@ -324,7 +357,11 @@ class ContactGuard:
             return ""
         shown = self._text[:end]
         items = self._checker.check(shown)
-        self.notice = withheld_notice(items) or self._unsourced.notice(shown)
+        self.notice = (
+            withheld_notice(items)
+            or self._unsourced.notice(shown)
+            or misattributed_notice(shown, self._sources, self._asked)
+        )
         self.tripped = bool(self.notice)
         if not self.notice and self._own_site:
             self._holding = self._holding or bool(unsourced_values(items))

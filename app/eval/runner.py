@@ -18,7 +18,7 @@ from typing import Any
 
 from app.copilot import AnswerOptions, Copilot, Final, Passage, collect
 from app.copilot.abstention import abstains
-from app.copilot.contacts import is_contact
+from app.copilot.contacts import misattributed_numbers
 from app.eval import metrics
 from app.eval.questions import Question
 from core.errors import SpecragError
@@ -145,11 +145,13 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         # words the answer quotes from an entry it does not name: its neighbour's description (neighbour_quotes.py)
         "neighbour_quotes": [[d.name, d.source, d.quoted] for d in final.definitions if d.quoted and not d.said_of],
         # a source's sentence told of another setting: [the answer's, the source's, source, words] (swapped.py)
-        "swapped": [
-            [d.said_of, d.term, d.source, d.quoted] for d in final.definitions if d.said_of and not is_contact(d)
+        "swapped": [[d.said_of, d.term, d.source, d.quoted] for d in final.definitions if d.said_of],
+        # a contact number the sources give for someone else, which withholds the answer (contacts.py):
+        # [the answer's person, the source's, source, number]
+        "misattributed_numbers": [
+            [d.said_of, d.term, d.source, d.quoted]
+            for d in misattributed_numbers(final.answer, final.passages, final.question)
         ],
-        # a contact number the sources give for someone else: [the answer's person, the source's, source, number]
-        "misattributed_numbers": [[d.said_of, d.term, d.source, d.quoted] for d in final.definitions if is_contact(d)],
         # sentences joining quotes of two different items of one source (splices.py)
         "spliced": [[s.source, s.first, s.second] for s in final.spliced],
     }

@@ -20,7 +20,6 @@ from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.code_spans import INLINE, joined_spans
-from app.copilot.contacts import is_contact
 from app.copilot.events import Definition, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
@@ -89,12 +88,9 @@ def details_html(final: Final) -> str:
         return f'<div class="sr-details">{shown}</div>'
     texts = {p.number: p.text for p in final.passages}
     warning = weak_match_warning(final.relevance)
-    contacts = [] if final.withheld else [d for d in final.definitions if is_contact(d)]
     parts = [
         _warning_html(warning) if warning else "",
         _warning_html(REPEATED_EARLIER) if final.repeats_earlier and not final.withheld else "",
-        # a contact number the sources give for someone else, above all else: it would be called (contacts.py)
-        *(_warning_html(definition(defined, str)) for defined in contacts),
         # a withheld answer's words are not shown, so neither is where they came from nor what they invented
         "" if final.withheld else provenance_html(merge_verbatim(final.citations.segments, texts), final.sources),
         ""
@@ -109,7 +105,7 @@ def details_html(final: Final) -> str:
             final.left_out,
             final.said_before,
         ),
-        "" if final.withheld else definitions_html([d for d in final.definitions if not is_contact(d)]),
+        "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
         stats_html(final),
     ]

@@ -1,13 +1,15 @@
-"""A contact number the sources give for someone else is reported; an extension they lack is a phone number."""
+"""A contact number the sources give for someone else withholds the answer; an extension they lack is a phone number."""
 
 from pathlib import Path
 
 from copilot_fakes import FakeRetriever, script_answer
 
-from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, Passage, collect, loading
+from app.copilot import AnswerOptions, Copilot, CopilotOptions, ModelOptions, Passage, Token, loading
 from app.copilot.contacts import misattributed_numbers
 from app.copilot.specifics import check_specifics
-from app.copilot.summary import check_notes, definition
+from app.copilot.summary import check_notes
+from app.copilot.withhold import WITHHELD, ContactGuard, misattributed_notice
+from app.slack.render import to_mrkdwn
 from app.web.render import details_html
 
 RUNBOOKS = Path(__file__).parents[2] / "corpora" / "runbooks"
@@ -25,9 +27,9 @@ def test_a_number_the_sources_give_for_someone_else_is_reported_with_whose_it_is
     [told] = misattributed_numbers(WRONG, PASSAGES)
     assert (told.said_of, told.term, told.source, told.quoted) == ("Storage Expert", "Site Security Officer", 1, "4333")
     assert "Site Security Officer (SSO)" in told.text and "Storage Expert" not in told.text
-    assert definition(told, str) == (
-        "4333 is the number [1] (Escalation Matrix and Incident Priorities) gives for Site Security Officer, "
-        "not for Storage Expert: check whom it reaches before you call"
+    assert misattributed_notice(WRONG, PASSAGES, "") == (
+        f"{WITHHELD} gave Storage Expert a number that [1] (Escalation Matrix and Incident Priorities) gives for "
+        "Site Security Officer, so it is not shown. Look up how to reach Storage Expert in the sources below."
     )
     [told] = misattributed_numbers("The Storage Expert is on extension 4111.", PASSAGES)
     assert told.term == "On-call Site Administrator"
@@ -69,14 +71,45 @@ def test_an_internal_extension_is_a_phone_number_found_only_when_a_source_has_it
     assert check_specifics("Retry the call after 300 seconds.", [MATRIX])[0].kind == "quantity"
 
 
-def test_every_front_end_warns_of_the_number_above_the_answers_notes(tiny_engine, monkeypatch):
+def _contact_copilot(tiny_engine, monkeypatch, answer: str) -> tuple[Copilot, list[int]]:
     kept = ("| Role", "| On-call", "| Storage E", "| Site S")
     rows = "\n".join(line for line in MATRIX.splitlines() if line.startswith(kept))
     docs = [("escalation-matrix.md", rows)]  # the contact table: the tiny model's prompt holds no whole page
     options = CopilotOptions(answer=AnswerOptions(gate="off", passages=1))
     copilot = Copilot(loading.load_engine(ModelOptions()), options, FakeRetriever(docs))
-    script_answer(copilot, monkeypatch, WRONG)
-    final = collect(copilot.answer("What is the Storage Expert's phone extension?"))
-    assert check_notes(final, str)[0] == ("warning", definition(final.definitions[0], str))  # first, a warning
-    html = details_html(final)
-    assert html.count("4333 is the number [1]") == 1 and "⚠ 4333 is the number [1]" in html  # a warning, once
+    generated, _ = script_answer(copilot, monkeypatch, answer)
+    return copilot, generated
+
+
+def test_a_number_given_for_someone_else_never_streams_and_every_front_end_shows_the_notice(tiny_engine, monkeypatch):
+    answer = WRONG + " Call them any time, day or night." * 8
+    copilot, generated = _contact_copilot(tiny_engine, monkeypatch, answer)
+    events = list(copilot.answer("What is the Storage Expert's phone extension?"))
+    final, streamed = events[-1], "".join(e.text for e in events if isinstance(e, Token))
+    assert final.finish_reason == "withheld" and "gave Storage Expert a number that [1]" in final.withheld
+    assert "4333" not in streamed and "4333" not in final.withheld  # neither streamed nor repeated
+    assert final.shown == final.withheld and final.turn.answer == final.withheld  # no follow-up builds on it
+    assert len(generated) < len(copilot.engine.tokenizer(answer)["input_ids"]) / 2  # generation stopped there
+    html = details_html(final)  # the sources stay listed (their own text gives 4333 for the SSO), no provenance
+    assert "sr-prov" not in html and "escalation-matrix.md" in html and not check_notes(final, str)
+    assert "4333" not in to_mrkdwn(final.shown) and "Storage Expert a number" in to_mrkdwn(final.shown)
+
+
+def test_the_number_of_the_person_asked_about_streams_once_its_sentence_ends(tiny_engine, monkeypatch):
+    answer = "[1] Call the SSO first on extension 4333. Then page the On-call Site Administrator."
+    copilot, _ = _contact_copilot(tiny_engine, monkeypatch, answer)
+    events = list(copilot.answer("Whom do I call about a security incident?"))
+    final, streamed = events[-1], "".join(e.text for e in events if isinstance(e, Token))
+    assert not final.withheld and streamed == answer
+
+
+def test_a_sentence_with_a_contact_number_is_held_until_it_ends_and_whom_it_names_is_known():
+    texts = [p.text for p in PASSAGES]
+    for person, withheld in (("the SSO", False), ("the Storage Expert", True)):
+        guard = ContactGuard(texts, "", PASSAGES, "")
+        shown = guard.feed(f"[1] Call {person} first on extension ")
+        assert shown.startswith("[1] Call")  # the words before a number stream
+        shown += guard.feed("4333 today, then")  # whose number? not known yet
+        assert "4333" not in shown
+        shown += guard.feed(" wait for the callback. More")
+        assert ("4333" in shown) is not withheld and guard.tripped is withheld
