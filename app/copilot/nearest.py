@@ -7,7 +7,11 @@ source [1]). Candidates are read from the passage text as the model saw it:
   the line's first word (`scontrol update NodeName=adev13 State=RESUME` for
   `scontrol update NodeName=adev13 State=IDLE`), or, when no passage has that word, with
   one spelt nearly the same (`sshare -l` for `ssha -l`);
-- for an option (or an inline code span that is one), every `--option` of a passage.
+- for an option (or an inline code span that is one), every `--option` of a passage whose name is
+  nearly the option's (`--array` for `--arrays`) or shares a word with it (`--account` for
+  `--default-account`, `--array` for `--array-task-throttle`). Compared whole, `--update` was
+  "nearest" `--nodes` and `--path` `--switches` (two dashes and a letter or two in common; seen in the
+  chat and in the saved answers): a pointer to an unrelated option sends the operator the wrong way.
 The closest candidate by difflib's similarity ratio is kept when the ratio reaches
 MIN_RATIO. It is a pointer for a person to read, never a correction of the answer.
 """
@@ -25,6 +29,8 @@ MIN_RATIO = 0.5
 # `sacctmgr`: 0.94). Shorter names are left alone: a letter off `ls` or `ps` is another command.
 MIN_NAME_RATIO = 0.8
 MIN_NAME_LENGTH = 4
+MIN_OPTION_NAME_RATIO = 0.6  # `arrays` / `array` 0.91, `cpus-per-tsk` / `cpus-per-task` 0.96; `update` / `nodes` 0.36
+_OPTION_NAME = re.compile(r"-+([A-Za-z0-9][\w-]*)")
 
 
 def nearest_in_sources(text: str, kind: str, passages: Sequence[str], numbers: Sequence[int]) -> tuple[str, int] | None:
@@ -47,6 +53,18 @@ def nearest_in_sources(text: str, kind: str, passages: Sequence[str], numbers: S
     return None
 
 
+def _related_options(option: str, other: str) -> bool:
+    """Whether two options are one spelt otherwise or of one family: names (no dashes, no value) nearly the
+    same, or sharing a word of three letters or more (`default-account` and `account`)."""
+    names = [_OPTION_NAME.match(item) for item in (option, other)]
+    if not all(names):
+        return False
+    mine, theirs = (name.group(1).lower() for name in names if name)
+    if difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio() >= MIN_OPTION_NAME_RATIO:
+        return True
+    return bool({w for w in mine.split("-") if len(w) >= 3} & {w for w in theirs.split("-") if len(w) >= 3})
+
+
 def _near_name(word: str, name: str) -> bool:
     """A command name misspelt: a letter or two off a word of 4 or more letters."""
     if word == name or min(len(word), len(name)) < MIN_NAME_LENGTH:
@@ -58,7 +76,7 @@ def _candidates(text: str, kind: str, passage: str, misspelt: bool = False) -> l
     """The passage's options, or its runs of words read as commands, that may be `text`'s nearest; with
     `misspelt`, only command runs whose command is spelt nearly as `text`'s is (`_near_name`)."""
     if kind == "option" or (kind == "code" and text.startswith("--") and " " not in text):  # `--opt` inline
-        return [] if misspelt else options(passage)
+        return [] if misspelt else [option for option in options(passage) if _related_options(text, option)]
     if kind not in ("code", "command"):
         return []
     words = text.split()

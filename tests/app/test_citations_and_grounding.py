@@ -457,6 +457,19 @@ def test_an_item_not_found_points_to_the_closest_line_or_option_a_source_has():
     assert items["--array=0-31"].found and items["--array=0-31"].nearest == ""
 
 
+def test_an_option_points_only_to_an_option_of_its_own_name_or_family():
+    """Compared whole, `--update` was "nearest" `--nodes` (seen in the chat): a pointer the wrong way."""
+    passages = ["Give --nodes or --uid, --switches too. -A, --account=<account> Charge it. See --nodes=<minnodes>."]
+    answer = "Use `--update`, `--path`, `--default-account=physics` and `--nodes-min=2`."
+    items = {item.text: item for item in check_grounding(answer, passages)}
+    assert items["--update"].nearest == "" and items["--path"].nearest == ""  # nothing of theirs in the sources
+    assert (items["--default-account=physics"].nearest, items["--default-account=physics"].nearest_source) == (
+        "--account=<account>",
+        1,
+    )
+    assert items["--nodes-min=2"].nearest == "--nodes"
+
+
 def test_a_misspelt_command_points_to_the_command_a_source_spells_right():
     passages = ["Run sshare -l (lowercase L) to view the columns.", "Add one: sacctmgr add user brian account=x; ls -l"]
     answer = "Use `ssha -l`, then `ssacctmgr add user brian account=x`, `sshare -a` and `lsx -l`."
