@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
-from app.copilot.code_spans import INLINE, joined_spans
+from app.copilot.code_spans import FENCE, INLINE, joined_spans
 from app.copilot.events import Definition, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
@@ -59,7 +59,7 @@ def status_message(title: str, log: Sequence[str], pending: bool, duration: floa
 
 def answer_message(text: str, note: str = "", final: Final | None = None) -> Message:
     """The answer (markdown as the model wrote it), a note such as "stopped", and once done its details."""
-    body = close_fences(text) if text else ""
+    body = close_fences(inert_tags(text)) if text else ""
     if note:
         body = f"{body}\n\n*{note}*" if body else f"*{note}*"
     if final is not None:
@@ -74,6 +74,27 @@ def error_message(text: str) -> Message:
 def error_html(text: str) -> str:
     """A warning or error line, as its own message or heading the answer's."""
     return f'<div class="sr-error">⚠ {html.escape(text)}</div>'
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def inert_tags(text: str) -> str:
+    """`text` (the model's markdown) with every `<` that could open an HTML tag in its prose written `&lt;`; code
+    spans and fenced blocks, which markdown shows as they are, stay as written.
+
+    The chat renders markdown, and markdown passes HTML through: "check with "ping <address>"", copied from the
+    Slurm troubleshooting guide, showed "ping", a line break and the rest, its `<address>` taken for an HTML
+    element (seen in the chat, session 58); `<time>`, `<code>` or `<label>` placeholders would go the same way."""
+    code = [(m.start(), m.end()) for m in FENCE.finditer(text)]
+    code += [(m.start(), m.end()) for m in INLINE.finditer(joined_spans(text))]
+    out, at = [], 0
+    for begin, end in sorted(span for span in code if not any(o[0] < span[0] < o[1] for o in code)):
+        if begin < at:
+            continue
+        out += [_TAG_START.sub("&lt;", text[at:begin]), text[begin:end]]
+        at = end
+    return "".join([*out, _TAG_START.sub("&lt;", text[at:])])
 
 
 def close_fences(text: str) -> str:

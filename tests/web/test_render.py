@@ -80,6 +80,17 @@ def test_an_open_code_fence_is_closed_so_the_page_below_renders():
     assert render.answer_message("", "stopped")["content"] == "*stopped*"
 
 
+def test_a_placeholder_in_the_answers_prose_is_text_not_an_html_element():
+    """`"ping <address>"` showed as "ping", a line break and the rest: markdown passed `<address>` through as HTML."""
+    from markdown_it import MarkdownIt
+
+    answer = 'Check with "ping <address>", then `srun --begin=<time>`:\n\n```\nsbatch --begin=<time> job.sh\n```\n'
+    shown = MarkdownIt("commonmark").render(render.answer_message(answer)["content"])
+    assert "ping &lt;address&gt;" in shown and "<address>" not in shown
+    assert "<code>srun --begin=&lt;time&gt;</code>" in shown  # code as it was written, once escaped, not twice
+    assert "sbatch --begin=&lt;time&gt; job.sh" in shown and "&amp;lt;" not in shown
+
+
 def test_provenance_marks_inside_a_code_fence_stay_markup_when_the_chat_renders_markdown():
     """A copied span inside a fenced command used to show as literal '<span class=...>' text."""
     from markdown_it import MarkdownIt
