@@ -146,11 +146,13 @@ class Definition:
 
 @dataclass(frozen=True)
 class Splice:
-    """A sentence joining quotes of two different items of passage `source`, `first` then `second` (splices.py)."""
+    """A sentence joining quotes of two different items of passage `source`, `first` then `second` (splices.py);
+    `rows`, the labels of the two table rows they come from, when the items are a table's rows."""
 
     first: str
     second: str
     source: int
+    rows: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,14 @@ session 29). An item is a list item,
 a table row or a paragraph; a definition entry's short term line goes with its description.
 Words left out inside one paragraph ("The reason ... is printed within parenthesis") are a
 summary, not a splice, and pass.
+
+A table's cells are too short for such quotes. Asked "who approves a full site downtime and how much
+notice do users need?", the model answered "Site Manager, within 1 hour [5]." (session 58, in the chat on
+the runbooks): "Site Manager" decides in the row "Planned, over 24 h or whole site", "within 1 hour" is
+the row "Unplanned outage"'s (the right notice is five working days). So a sentence is reported too when
+it holds words found in only one row of a table, the cell fragments (a cell cut at its commas) of two
+words or more or with a digit, from two different rows, and names neither row's label (its first cell):
+a sentence naming them compares the rows, as an answer may.
 """
 
 from __future__ import annotations
@@ -36,12 +44,17 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")  # within a line: lines are s
 _BLOCK_END = re.compile(r"\n[ \t]*\n")
 _ITEM_START = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)]|\|)[ \t]", re.M)
 _TERM_END = re.compile(r"[.:;!?]$")
+_TABLE = re.compile(r"(?:^[ \t]*\|.*\|[ \t]*(?:\n|$))+", re.M)  # a run of table lines
+_RULE = re.compile(r"^[ \t]*\|[\s:|-]+\|[ \t]*$")  # the row under a table's header
+_EMPHASIS = re.compile(r"\*\*|__|`")
+_FRAGMENT_CUT = re.compile(r"[,;]\s+")
 
 
 def spliced_sentences(answer: str, passages: Sequence[Passage]) -> list[Splice]:
     """Each sentence of the answer's prose that joins quotes of two different items of one passage."""
     texts = {p.number: p.text for p in passages}
     items = {number: items_of(text) for number, text in texts.items()}
+    tables = {number: [_unique_fragments(rows) for rows in tables_of(text)] for number, text in texts.items()}
     found: list[Splice] = []
     for line in MARKER_GROUP.sub(" ", prose(answer)).split("\n"):
         for sentence in _SENTENCE_END.split(line):
@@ -50,7 +63,72 @@ def spliced_sentences(answer: str, passages: Sequence[Passage]) -> list[Splice]:
                 source = _spliced_in(first.text, second.text, items)
                 if source is not None:
                     found.append(Splice(flat(first.text), flat(second.text), source))
+            found += [
+                spliced
+                for number, fragments in tables.items()
+                for table in fragments
+                if (spliced := _rows_joined(sentence, table, number))
+            ]
     return found
+
+
+def tables_of(text: str) -> list[list[list[str]]]:
+    """Each markdown table of `text` with two data rows or more, as its data rows' cells (emphasis off)."""
+    tables: list[list[list[str]]] = []
+    for block in _TABLE.findall(text):
+        lines = [line for line in block.strip().split("\n") if not _RULE.match(line)]
+        has_header = len(lines) > 1 and _RULE.match(block.strip().split("\n")[1]) is not None
+        rows = [[_EMPHASIS.sub("", cell).strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+        rows = rows[1:] if has_header else rows
+        if len(rows) >= 2:
+            tables.append(rows)
+    return tables
+
+
+_Fragments = tuple[dict[str, tuple[int, str]], list[str]]
+
+
+def _unique_fragments(rows: list[list[str]]) -> _Fragments:
+    """({fragment in lower case: (its row, as written)} for the fragments of the rows' cells, the label aside,
+    whose words only one row holds; the labels). A fragment is a cell cut at its commas and semicolons, of two words
+    or more or with a digit."""
+    owners: dict[str, set[int]] = {}
+    written: dict[str, str] = {}
+    for index, row in enumerate(rows):
+        for cell in row[1:]:
+            for fragment in _FRAGMENT_CUT.split(cell):
+                fragment = fragment.strip(" .")
+                key = fragment.lower()
+                if len(key) >= 5 and (len(key.split()) >= 2 or any(c.isdigit() for c in key)):
+                    owners.setdefault(key, set()).add(index)
+                    written.setdefault(key, fragment)
+    lines = [" | ".join(row).lower() for row in rows]  # "Shift Operator" is a fragment of one row, words of three
+    unique = {
+        key: (next(iter(held)), written[key])
+        for key, held in owners.items()
+        if len(held) == 1 and sum(_names(line, key) for line in lines) == 1
+    }
+    return unique, [row[0] for row in rows]
+
+
+def _rows_joined(sentence: str, table: _Fragments, number: int) -> Splice | None:
+    """The splice of two rows' fragments in `sentence`, when it names neither row's label, else None."""
+    unique, labels = table
+    said = sentence.lower()
+    by_row: dict[int, str] = {}
+    for key, (row, _) in unique.items():
+        if row not in by_row and _names(said, key):
+            by_row[row] = key
+    if len(by_row) < 2:
+        return None
+    (row_a, first), (row_b, second) = sorted(by_row.items(), key=lambda pair: said.find(pair[1]))[:2]
+    if any(labels[row] and _names(said, labels[row].lower()) for row in (row_a, row_b)):
+        return None
+    return Splice(unique[first][1], unique[second][1], number, (labels[row_a], labels[row_b]))
+
+
+def _names(said: str, words: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(words)}(?!\w)", said) is not None
 
 
 def items_of(text: str) -> list[str]:

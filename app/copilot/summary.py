@@ -189,6 +189,13 @@ def borrowed(sentence: str, word: str, width: int = 60) -> str:
 
 def splice(spliced: Splice, width: int = 50) -> str:
     """A sentence that joins words of two different items of one source (splices.py)."""
+    if spliced.rows:
+        first, second = (_cut(row, width) for row in spliced.rows)
+        return (
+            f"“{_cut(spliced.first, width)}” and “{_cut(spliced.second, width)}” come from two rows of "
+            f"[{spliced.source}]'s table, “{first}” and “{second}”, joined in one sentence: check which row is "
+            "your case before acting on it"
+        )
     return (
         f"“{_cut(spliced.first, width)}” and “{_cut(spliced.second, width)}” come from two different items of "
         f"[{spliced.source}], joined in one sentence: read [{spliced.source}] before acting on it"

@@ -98,3 +98,40 @@ def test_the_eval_records_the_splice():
         [1, "One node failing the probe", "a site-wide problem, usually the squids or upstream."]
     ]
     assert record["keyword_recall"] == 0.0  # the spliced answer gives P2, not the item's P3
+
+
+APPROVALS = Passage(
+    4,
+    "## Escalation and approvals\n\n"
+    "| Situation | Who decides | Who declares |\n| --- | --- | --- |\n"
+    "| Planned, under 24 h, single service | Service expert | Service expert or Shift Operator |\n"
+    "| Planned, over 24 h or whole site | **Site Manager** | Shift Operator on instruction |\n"
+    "| Unplanned outage | Nobody, it must be declared | Shift Operator, within 1 hour |\n",
+    "site-downtime-announcement.md",
+    "Declaring Scheduled and Unscheduled Downtimes",
+    "Escalation and approvals",
+)
+
+
+def test_a_sentence_joining_cells_of_two_table_rows_is_reported_with_both_rows():
+    """Seen in the chat (session 58): the whole-site row's approver with the unplanned row's deadline."""
+    answer = "[4] Site Manager, within 1 hour [4]."
+    (splice,) = spliced_sentences(answer, [APPROVALS])
+    assert (splice.first, splice.second, splice.source) == ("Site Manager", "within 1 hour", 4)
+    assert splice.rows == ("Planned, over 24 h or whole site", "Unplanned outage")
+    final = final_from_text(
+        "who approves a full site downtime and how much notice do users need?", [APPROVALS], answer, "eos"
+    )
+    [(level, note)] = [(level, text) for level, text in check_notes(final, code=str) if "two rows" in text]
+    assert level == "warning" and "of [4]'s table, “Planned, over 24 h or whole site” and “Unplanned outage”" in note
+    assert "“Planned, over 24 h or whole site” and “Unplanned outage”" in details_html(final)  # the web chat's
+
+
+def test_one_rows_cells_or_a_sentence_naming_the_rows_it_compares_are_no_splice():
+    for answer in (
+        "[4] The Site Manager decides; the Shift Operator declares it on instruction.",  # one row
+        "For planned, over 24 h or whole site work the Site Manager decides; an unplanned outage is declared "
+        "by the Shift Operator, within 1 hour [4].",  # both rows named: a comparison
+        "[4] The Shift Operator declares it.",  # in three rows: no row's own words
+    ):
+        assert spliced_sentences(answer, [APPROVALS]) == [], answer
