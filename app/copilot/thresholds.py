@@ -21,6 +21,9 @@ any other row or item needs a word in common with the question in itself, its ta
 its passage's title and heading (units aside: "days" is no evidence). Without that, "ATLASDATADISK
 just hit 87%" fell in an alert table's "More than 5 % of worker nodes failing the probe" (`rb-06`).
 Words are compared by their first four letters ("cert" is "certificate", "expires" "expiry").
+Operators type temperatures as "31C", "31 C", "31 deg" or "31 degrees"; the question's are read as the
+runbooks write them ("31 °C"): asked "the hall B inlet temperature is 31C, what do I do?" (session 58,
+in the chat), nothing was shown, the "27 °C" WARNING row included.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ _COMPARISON = [  # the words right before the quantity; the first that ends ther
     (re.compile(r"(?:<|(?<!\w)(?:less than|fewer than|under|below))\s*$", re.I), operator.lt),
     (re.compile(r"(?:>|(?<!\w)(?:more than|over|above|exceeds?|beyond))\s*$", re.I), operator.gt),
 ]
+# a temperature as typed: "31C", "31 C", "31 degC", "31 deg", "31 degrees", "31 degrees F" (a bare degree is Celsius)
+_DEGREES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:°\s*)?(?:deg(?:rees?)?\b\s*)?([CF])?\b(?![\w%/])", re.I)
 _WORD = re.compile(r"[a-z][a-z0-9]{3,}")  # words of four letters or more, compared by their first four
 _STOP = {  # question and table words that say nothing of what is measured
     "what", "when", "with", "that", "this", "does", "have", "should", "about", "just", "still", "from", "used",
@@ -72,7 +77,7 @@ class _Band:
 def thresholds(question: str, passages: Sequence[Passage]) -> list[Definition]:
     """For each quantity of the question, the row or item of a passage whose bound it falls in (at most
     one per passage and quantity, MAX_SHOWN in all), as Definitions with `value` set."""
-    values = [(text, quantity_key(text)) for _, text in quantities(question)]
+    values = [(text, quantity_key(text)) for _, text in quantities(_DEGREES.sub(_degrees, question))]
     if not values:
         return []
     asked = _stems(question)
@@ -158,6 +163,14 @@ def _bound_in(text: str, level: bool) -> _Bound | None:
             return _Bound(operator.ge, limit, dimension)
         return None
     return None
+
+
+def _degrees(match: re.Match[str]) -> str:
+    """A temperature as typed, written as the sources write one ("31 °C"); any other number as it was."""
+    said, unit = match.group(0), match.group(2)
+    if not unit and not re.search(r"deg", said, re.I):
+        return said
+    return f"{match.group(1)} °{(unit or 'C').upper()}" + (" " if said.endswith(" ") else "")
 
 
 def _plain(text: str) -> str:

@@ -97,3 +97,24 @@ def test_a_list_right_after_a_level_table_is_read_on_its_own():
     # the table's filter keeps its best-matching row (the cache disk's), and the list item is none of its rows:
     # 91 % is closer to the item's 90 % than to the cache disk's 85 %
     assert rows("squid log partition at 91%", [squid]) == [("91%", 2, "Log partition above 90 %: rotate the logs now.")]
+
+
+COOLING = Passage(
+    1,
+    "| Signal | WARNING | CRITICAL / action trigger |\n| --- | --- | --- |\n"
+    "| Inlet temperature (rack front) | **27 °C** | **32 °C**: start emergency shutdown of hall B |\n"
+    "| UPS runtime left | < 15 min | **< 10 min**: shut down everything except core services in hall A |\n",
+    "power-and-cooling-incident.md",
+    "Power and Cooling Incident",
+    "Thresholds and triggers",
+)
+
+
+def test_a_temperature_typed_as_operators_type_it_is_read_as_the_runbook_writes_it():
+    """Seen in the chat (session 58): "31C" matched no row, so the 27 °C warning row went unshown."""
+    for typed in ("31C", "31 C", "31 deg", "31 degrees", "31°C"):
+        [row] = thresholds(f"the hall B inlet temperature is {typed}, what do I do?", [COOLING])
+        assert (row.value, row.text) == ("31 °C", "Inlet temperature (rack front): WARNING 27 °C"), typed
+    [row] = thresholds("inlet temps at 33C and climbing", [COOLING])
+    assert row.text.startswith("Inlet temperature (rack front): CRITICAL / action trigger 32 °C")
+    assert thresholds("inlet nodes have 4C/8T CPUs, job 31 failed", [COOLING]) == []  # no temperature
