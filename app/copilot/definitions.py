@@ -18,6 +18,12 @@ answer's code is looked up by those names. A one-letter option means something e
 tool: it is explained only from a passage of the command's own tool (the page titled by the
 line's first word), and not at all without one.
 
+A man page's format specifiers are entries too (`squeue -o`'s `%S`, "Actual or expected start time of the job or
+job step."): asked for a format string showing "job id, user, state and reason", an answer wrote `%i %u %S %R`
+and said `%S` was the state (session 58, in the chat). A specifier means something else in every tool (`%S` of
+sinfo is "Allowed allocating nodes"), so like a one-letter option it is explained only from its tool's page: the
+line's command, or the one page that defines it among the passages.
+
 An entry may list its values as a nested definition list (scontrol's `State=<state>`: `DOWN`,
 "Stop all running and suspended jobs and make the node unavailable for new jobs."; `DRAIN`, ...).
 Then a `Key=VALUE` of the answer's code also gets the definition of its value, right after the
@@ -59,6 +65,10 @@ SETTING = re.compile(r"(?<![\w-])(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z_])[A-Za-z]
 # acronym (GPUs); the withheld-value rule (withhold.py) and the setting-value specific (specifics.py) share it
 CONFIG_KEY = re.compile(r"(?=\w*(?:[a-z][A-Z]|_))" + SETTING.pattern)
 _STATE_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
+# a format specifier's entry ("- %S" then "- Actual or expected start time ..."), at any indent; and one in use,
+# with its field width ("%.18i", "%-10u")
+_SPECIFIER_ENTRY = re.compile(r"^[ \t]*- (?P<spec>%[A-Za-z])[ \t]*\n[ \t]*- (?P<text>[^\n]+)", re.M)
+_SPECIFIER = re.compile(r"(?<!%)%[-.\d]*([A-Za-z])")
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,8 @@ def defined_options(
     if not entries:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
+    # a specifier's meaning lends an invented line no credit: it says what the letter prints, found or not
+    used += [_specifiers_used(item) for item in grounding if item.kind in _CODE_KINDS]
     used.append(("", [(name, "") for name in SETTING.findall(prose(answer))]))
     asked = [*options(question), *SETTING.findall(question), *_STATE_CODE.findall(question)]
     used.append(("", [(name, "") for name in asked]))
@@ -117,6 +129,9 @@ def _value_of(entry: Entry, value: str) -> tuple[str, int, str, str] | None:
 def entries_of(passage: Passage) -> Iterable[Entry]:
     title = (passage.title or "").strip()
     tool = title if _COMMAND.fullmatch(title) else ""
+    for match in _SPECIFIER_ENTRY.finditer(passage.text):
+        spec, text = match.group("spec"), match.group("text")
+        yield Entry(frozenset({spec}), spec, first_sentence(text), passage.number, title, tool, (), text)
     for match in _ENTRY.finditer(passage.text):
         term = (match.group("term") or match.group("name")).strip()
         text = (match.group("text") or match.group("line")).removeprefix("- ")
@@ -170,12 +185,22 @@ def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
     return tool, list(used.items())
 
 
+def _specifiers_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
+    """The tool a code item runs ('' if none) and the format specifiers it writes (`%S` of `"%.18i %S"`)."""
+    words = item.text.split()
+    tool = words[0] if len(words) > 1 and _COMMAND.fullmatch(words[0]) else item.tool
+    return tool, [(f"%{letter}", "") for letter in dict.fromkeys(_SPECIFIER.findall(item.text))]
+
+
 def _entry_for(name: str, tool: str, entries: Sequence[Entry]) -> Entry | None:
     """The definition of `name`: from the line's own tool's page first; a one-letter option only from there."""
     holding = [entry for entry in entries if name in entry.names]
     own = [entry for entry in holding if tool and entry.tool == tool]
     if own:
         return own[0]
+    if name.startswith("%"):  # a format specifier: its tool's, or the one page's that defines it here
+        pages = {entry.tool for entry in holding}
+        return holding[0] if not tool and len(pages) == 1 and "" not in pages else None
     if _SHORT.fullmatch(name):
         return None
     # a long option or a setting names the same thing across pages (srun's and sbatch's --time-min);

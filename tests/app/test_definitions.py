@@ -2,6 +2,7 @@
 
 from app.copilot.definitions import MAX_SHOWN, defined_options, first_sentence
 from app.copilot.events import GroundingItem, Passage
+from app.copilot.grounding import check_grounding
 from app.copilot.pipeline import final_from_text
 from app.copilot.summary import check_notes
 from app.web.render import details_html
@@ -170,3 +171,30 @@ def test_the_value_shows_in_the_notes():
     assert "State=DOWN" in defined
     notes = [text for level, text in check_notes(final, code=lambda text: f"`{text}`") if level == "note"]
     assert "`State=DOWN`, as [4] (scontrol) defines it: “Stop all running and suspended jobs" in " ".join(notes)
+
+
+SQUEUE_FORMAT = Passage(
+    5,
+    "- -o, --format=<output_format>\n- Specify the information to be displayed.\n"
+    "      - %i\n      - Job or job step id.\n"
+    "      - %S\n      - Actual or expected start time of the job or job step. (Valid for jobs and job steps)\n"
+    "      - %T\n      - Job state in extended form.\n",
+    "squeue.html",
+    "squeue",
+    "OPTIONS",
+)
+SINFO_FORMAT = Passage(6, "      - %S\n      - Allowed allocating nodes.\n", "sinfo.html", "sinfo", "OPTIONS")
+
+
+def test_a_format_specifier_is_explained_from_its_own_tools_page():
+    """Seen in the chat (session 58): `%i %u %S %R` for "id, user, state and reason"; `%S` is the start time."""
+    answer = "[5] The format string is:\n\n```\n%i %u %S %R\n```\n\nThis includes the state (%S)."
+    meant = {d.name: d.text for d in defined_options(check_grounding(answer, [SQUEUE_FORMAT.text]), [SQUEUE_FORMAT])}
+    assert meant == {"%i": "Job or job step id.", "%S": "Actual or expected start time of the job or job step."}
+    both = [SQUEUE_FORMAT, SINFO_FORMAT]  # %S means another thing in sinfo: only a line's own tool decides
+    texts = [p.text for p in both]
+    unsure = {d.name: d.text for d in defined_options(check_grounding(answer, texts, numbers=[5, 6]), both, answer)}
+    assert "%S" not in unsure and unsure["%i"] == "Job or job step id."  # %i: one page defines it
+    line = '[5] Run `squeue -o "%.18i %S"`.'
+    meant = {d.name: d.text for d in defined_options(check_grounding(line, texts, numbers=[5, 6]), both, line)}
+    assert meant["%S"] == "Actual or expected start time of the job or job step."
