@@ -59,15 +59,17 @@ def spliced_sentences(answer: str, passages: Sequence[Passage]) -> list[Splice]:
     for line in MARKER_GROUP.sub(" ", prose(answer)).split("\n"):
         for sentence in _SENTENCE_END.split(line):
             segments = mark_quotes([Segment(sentence)], texts)
+            quoted = set()  # the passages a splice of quotes was found in: their rows' is the same splice
             for first, second in _joined_quotes(segments):
                 source = _spliced_in(first.text, second.text, items)
                 if source is not None:
                     found.append(Splice(flat(first.text), flat(second.text), source))
+                    quoted.add(source)
             found += [
                 spliced
                 for number, fragments in tables.items()
                 for table in fragments
-                if (spliced := _rows_joined(sentence, table, number))
+                if number not in quoted and (spliced := _rows_joined(sentence, table, number))
             ]
     return found
 
