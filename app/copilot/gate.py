@@ -35,6 +35,12 @@ short pass (its closing line), not a second prefill of the passages.
 A question that itself asks yes or no is never vetoed (`asks_yes_or_no`): asked whether the answer to "can i just
 bump it [the user's quota]?" is in the sources, the model answers the question's own No (log-odds -0.26), and
 on the runbooks the veto refused four such questions, one of them answered right before (session 49).
+
+A question whose value falls in a passage's thresholds (thresholds.py: a row or item of the same unit whose
+words the question shares) is close whatever its cosine: the sources state where that value lies, so they
+speak of what it measures. Asked in the chat "the hall B inlet temperature is 31C, what do I do?" (session 58),
+the cosine was 0.41, the judge 0.29 below its 0.62, and the operator was told the sources do not cover an
+inlet temperature that the power runbook's first table gives a WARNING row for. The veto still applies.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import Any
 from app.copilot.events import Passage, Segment
 from app.copilot.quotes import mark_quotes
 from app.copilot.source_paths import short_paths
+from app.copilot.thresholds import thresholds
 
 GATE_MODES = ("off", "warn", "refuse")
 THRESHOLDS = {"sentence-transformers/all-MiniLM-L6-v2": 0.49}  # dev split of corpora/slurm questions: see README
@@ -63,11 +70,13 @@ class Relevance:
     judge_threshold: float | None = None  # None: no judge for this target model
     judged: float | None = None  # the judge's log-odds of Yes over No; None while it has not been asked
     veto: float | None = None  # None: the judge is not asked about questions cosine lets through
+    banded: bool = False  # a value of the question falls in a passage's thresholds (thresholds.py)
 
     @property
     def close(self) -> bool:
-        """A passage is as close to the question as the threshold asks (or nothing is gated)."""
-        if self.threshold is None:
+        """A passage is as close to the question as the threshold asks, or gives the band its value falls in
+        (or nothing is gated)."""
+        if self.threshold is None or self.banded:
             return True
         return self.similarity is not None and self.similarity >= self.threshold
 
@@ -98,6 +107,7 @@ class Relevance:
             "judged": self.judged,
             "judge_threshold": self.judge_threshold,
             "veto": self.veto,
+            "banded": self.banded,
             "covered": self.covered,
         }
 
@@ -114,7 +124,8 @@ def assess(
     threshold = THRESHOLDS.get(embedding_model or "")
     judge = JUDGE_THRESHOLDS.get(target or "") if threshold is not None else None
     veto = applied_veto(JUDGE_VETOES.get(target or ""), question) if judge is not None else None
-    return Relevance(best_similarity(passages), threshold, judge, veto=veto)
+    banded = threshold is not None and bool(thresholds(question, passages))
+    return Relevance(best_similarity(passages), threshold, judge, veto=veto, banded=banded)
 
 
 def applied_veto(veto: float | None, question: str) -> float | None:
@@ -158,9 +169,12 @@ def judge_tokens(tokenizer: Any) -> tuple[int, int] | None:
 
 def _match(reading: dict) -> str:
     score, threshold = _apart(reading["similarity"], reading["threshold"])
-    close = Relevance(reading["similarity"], reading["threshold"]).close
-    side = "above" if close else "below"
+    near = Relevance(reading["similarity"], reading["threshold"]).close
+    close = near or bool(reading.get("banded"))
+    side = "above" if near else "below"
     match = f"the closest source matches the question at {score}, {side} the relevance gate's {threshold}"
+    if close and not near:
+        match += "; a source gives the band your value falls in"
     bar = reading.get("veto") if close else reading.get("judge_threshold")
     if reading.get("judged") is None or bar is None:
         return match

@@ -332,6 +332,7 @@ def test_gate_refuses_off_topic_questions_without_running_the_model(copilot, cal
         "judged": None,
         "judge_threshold": None,
         "veto": None,
+        "banded": False,
         "covered": False,
     }
     # the nearest sources are listed, not cited: no source is marked as the answer's
@@ -367,12 +368,21 @@ def test_a_refused_follow_up_lists_what_its_search_ranked_first_not_the_passages
     assert "runbook-0.md" in final.answer and "runbook-2.md" not in final.answer
 
 
-def test_a_refusal_still_shows_where_the_questions_value_falls_in_a_listed_sources_thresholds(tiny_engine, calibrated):
+def test_a_refusal_still_shows_where_the_questions_value_falls_in_a_listed_sources_thresholds(
+    tiny_engine, calibrated, monkeypatch
+):
+    from app.copilot import gate
+
     ups = "| Signal | WARNING | CRITICAL |\n| --- | --- | --- |\n| UPS runtime left | < 15 min | < 10 min: shut down |"
     retriever = FakeRetriever([("power.md", ups)], title="Power and Cooling Incident", heading="Thresholds")
     copilot = Copilot(loading.load_engine(ModelOptions()), CopilotOptions(), retriever)
     retriever.similarity = 0.3
+    # the band passes the low cosine (gate.py); a refusal then comes from the judge's veto
+    copilot.loaded.target = "tiny"
+    monkeypatch.setitem(gate.JUDGE_THRESHOLDS, "tiny", 1e9)
+    monkeypatch.setitem(gate.JUDGE_VETOES, "tiny", 1e9)  # the model never says yes so surely
     final = collect(copilot.answer("UPS runtime left shows 12 minutes, what do I do?"))
+    assert final.relevance["banded"] and final.relevance["judged"] < final.relevance["veto"]
     assert final.gated and [(d.value, d.text) for d in final.definitions] == [
         ("12 minutes", "UPS runtime left: WARNING < 15 min")
     ]
@@ -530,6 +540,28 @@ def test_a_veto_judges_questions_above_the_threshold_and_refuses_when_the_model_
     why = gate.why_refused(final.relevance)
     assert "at 0.90, above the relevance gate's 0.50, but asked, the model did not find the answer in them" in why
     assert f"(log-odds {score:.2f}, below {score + 0.01:.2f})" in why
+
+
+def test_a_value_in_a_sources_thresholds_passes_a_low_cosine_and_the_refusal_says_why_not(copilot, judged):
+    """Seen in the chat (session 58): "inlet temperature is 31C" was refused at cosine 0.41 over the table that gives
+    its WARNING row."""
+    from app.copilot import gate
+
+    table = (
+        "| Signal | WARNING | CRITICAL |\n| --- | --- | --- |\n"
+        "| Inlet temperature (rack front) | **27 °C** | **32 °C**: start emergency shutdown of hall B |\n"
+    )
+    copilot._retriever = FakeRetriever([("cooling.md", table)], heading="Thresholds")
+    copilot._retriever.similarity = 0.3  # below the gate's 0.5
+    judged(1e9)  # and the judge never lets a weak match through
+    assert collect(copilot.answer("the disk is full, what do I do?")).gated  # no value of the question's in it
+    final = collect(copilot.answer("the hall B inlet temperature is 31C, what do I do?"))
+    assert not final.gated and final.relevance["banded"] is True and final.stats["new_tokens"] > 0
+    reading = {**final.relevance, "judged": -1.0, "veto": 0.0}  # were the model to say No, the veto's bar applies
+    assert "below the relevance gate's 0.50; a source gives the band your value falls in, but asked" in (
+        gate.why_refused(reading)
+    )
+    assert "(log-odds -1.00, below 0.00)" in gate.why_refused(reading)
 
 
 def test_a_question_that_asks_yes_or_no_is_never_vetoed(copilot, judged, monkeypatch):
