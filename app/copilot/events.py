@@ -156,6 +156,15 @@ class Splice:
 
 
 @dataclass(frozen=True)
+class Miscomparison:
+    """`first` said to be `relation` ("above" or "below") `second`, which it is not (comparisons.py)."""
+
+    first: str
+    relation: str
+    second: str
+
+
+@dataclass(frozen=True)
 class Recitation:
     """A sentence shown citing [now] in place of the markers the model `written` (recite.py): `evidence`, a
     quote or command of the sentence, and all the rest of what it quotes, are in [now] and in none of those."""
@@ -222,6 +231,8 @@ class Final:
     definitions: list[Definition] = field(default_factory=list)
     # sentences joining quotes of two different items of one source (splices.py)
     spliced: list[Splice] = field(default_factory=list)
+    # two quantities of one unit compared the wrong way round ("31 °C, which is above ... 32 °C": comparisons.py)
+    miscompared: list[Miscomparison] = field(default_factory=list)
     # it says again, word for word, what an earlier answer of the conversation said (repeats.py): it may not
     # answer this question
     repeats_earlier: bool = False

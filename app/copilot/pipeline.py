@@ -22,6 +22,7 @@ from app.copilot import gate, loading, parking
 from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences, with_example_words, without_copied
 from app.copilot.code_spans import prose
+from app.copilot.comparisons import wrong_comparisons
 from app.copilot.conversation import (
     follow_up_passages,
     keep_history,
@@ -805,6 +806,7 @@ def _checked_final(
             *defined_options(grounding, passages, displayed, prepared.question),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),
+        miscompared=[] if notice else wrong_comparisons(displayed),
         repeats_earlier=not notice and repeats_earlier_answer(answer, earlier),
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from app.copilot.events import Definition, Final, GroundingItem, Quote, Recitation, Splice
+from app.copilot.events import Definition, Final, GroundingItem, Miscomparison, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning, why_refused
 from app.copilot.source_paths import short_paths
 
@@ -68,6 +68,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("note", left_out(sentence, run)) for sentence, run in final.left_out]
     notes += [("note", said_earlier(final.said_before))] if final.said_before else []
     notes += [("warning", splice(spliced)) for spliced in final.spliced]
+    notes += [("warning", miscomparison(wrong)) for wrong in final.miscompared]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
@@ -185,6 +186,11 @@ def borrowed(sentence: str, word: str, width: int = 60) -> str:
         f"“{_cut(sentence, width)}” speaks of “{word}”, which only the prompt's worked example does: "
         "it is not from the sources"
     )
+
+
+def miscomparison(wrong: Miscomparison) -> str:
+    """Two quantities the answer compares the wrong way round (comparisons.py)."""
+    return f"the answer says {wrong.first} is {wrong.relation} {wrong.second}: it is not; check it before acting on it"
 
 
 def splice(spliced: Splice, width: int = 50) -> str:

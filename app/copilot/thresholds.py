@@ -77,7 +77,7 @@ class _Band:
 def thresholds(question: str, passages: Sequence[Passage]) -> list[Definition]:
     """For each quantity of the question, the row or item of a passage whose bound it falls in (at most
     one per passage and quantity, MAX_SHOWN in all), as Definitions with `value` set."""
-    values = [(text, quantity_key(text)) for _, text in quantities(_DEGREES.sub(_degrees, question))]
+    values = [(text, quantity_key(text)) for _, text in quantities(with_degrees(question))]
     if not values:
         return []
     asked = _stems(question)
@@ -163,6 +163,11 @@ def _bound_in(text: str, level: bool) -> _Bound | None:
             return _Bound(operator.ge, limit, dimension)
         return None
     return None
+
+
+def with_degrees(text: str) -> str:
+    """`text` with each temperature as typed ("31C", "31 deg") written as the sources write one ("31 °C")."""
+    return _DEGREES.sub(_degrees, text)
 
 
 def _degrees(match: re.Match[str]) -> str:

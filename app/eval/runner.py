@@ -154,6 +154,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         ],
         # sentences joining quotes of two different items of one source (splices.py)
         "spliced": [[s.source, s.first, s.second] for s in final.spliced],
+        # two quantities compared the wrong way round: [first, "above" or "below", second] (comparisons.py)
+        "miscompared": [[m.first, m.relation, m.second] for m in final.miscompared],
     }
 
 

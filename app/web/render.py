@@ -20,7 +20,7 @@ from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.code_spans import FENCE, INLINE, joined_spans
-from app.copilot.events import Definition, Quote, Recitation, Splice
+from app.copilot.events import Definition, Miscomparison, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
     REPEATED_EARLIER,
@@ -31,6 +31,7 @@ from app.copilot.summary import (
     example_kept,
     left_out,
     misattribution,
+    miscomparison,
     misquotation,
     recitation,
     run_under_tool,
@@ -125,6 +126,7 @@ def details_html(final: Final) -> str:
             final.spliced,
             final.left_out,
             final.said_before,
+            final.miscompared,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -308,6 +310,7 @@ def grounding_html(
     spliced: Sequence[Splice] = (),
     left_out_sentences: Sequence[tuple[str, str]] = (),
     said_before: Sequence[str] = (),
+    miscompared: Sequence[Miscomparison] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
@@ -322,6 +325,7 @@ def grounding_html(
     lines += [f"<li>{example_kept(item, _code_html)}</li>" for item in items if item.found and item.examples]
     lines += [f"<li>{inert_html(borrowed(sentence, word))}</li>" for sentence, word in borrowed_from_example]
     lines += [f"<li>{inert_html(splice(one))}</li>" for one in spliced]
+    lines += [f"<li>{inert_html(miscomparison(wrong))}</li>" for wrong in miscompared]
     found = sum(item.found for item in items)
     note = (
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
