@@ -48,6 +48,8 @@ _COMPARISON = [  # the words right before the quantity; the first that ends ther
 # a temperature as typed: "31C", "31 C", "31 degC", "31 deg", "31 degrees", "31 degrees F" (a bare degree is Celsius)
 _DEGREES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:°\s*)?(?:deg(?:rees?)?\b\s*)?([CF])?\b(?![\w%/])", re.I)
 _WORD = re.compile(r"[a-z][a-z0-9]{3,}")  # words of four letters or more, compared by their first four
+_LEVEL_RIGHT_BEFORE = re.compile(_LEVEL.pattern + r"\s*[(:]?\s*$")
+_LIST_ITEM = re.compile(r"[-*+]\s|\d+[.)]\s")
 _STOP = {  # question and table words that say nothing of what is measured
     "what", "when", "with", "that", "this", "does", "have", "should", "about", "just", "still", "from", "used",
     "more", "less", "than", "over", "under", "above", "below", "least", "most", "then", "there", "some",
@@ -111,7 +113,7 @@ def _bands(text: str, asked: set[str], context: set[str]) -> Iterator[_Band]:
     with a level per column by its label, any other by its own words, its table's header or `context`."""
     group = 0
     header: list[str] | None = None
-    for line in text.split("\n"):
+    for line in _items_joined(text):
         stripped = line.strip()
         if stripped.startswith("|"):
             cells = [cell.strip() for cell in stripped.strip("|").split("|")]
@@ -124,13 +126,26 @@ def _bands(text: str, asked: set[str], context: set[str]) -> Iterator[_Band]:
             continue
         if header is not None:  # the table ended: a list right after it is a group of its own
             header, group = None, group + 1
-        if re.match(r"[-*+]\s|\d+[.)]\s", stripped):
+        if _LIST_ITEM.match(stripped):
             item = _plain(re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", stripped))
             bound = _bound_in(item, level=False)
             if bound is not None and asked & (context | _stems(item)):
                 yield _Band(bound, item, group)
         elif stripped:
             group += 1  # prose between lists: the next list is another one
+
+
+def _items_joined(text: str) -> list[str]:
+    """`text`'s lines, each list item's indented continuation lines joined to it: "- **Space token at CRITICAL
+    (95 %)**: open a helpdesk ticket for the Storage Expert, who may move" goes on "unused space between tokens"."""
+    lines: list[str] = []
+    for line in text.split("\n"):
+        continues = bool(lines) and bool(_LIST_ITEM.match(lines[-1].strip())) and line[:1] in (" ", "\t")
+        if continues and line.strip() and not _LIST_ITEM.match(line.strip()):
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
 
 
 def _row_bands(cells: list[str], header: list[str], asked: set[str], context: set[str], group: int) -> Iterator[_Band]:
@@ -152,14 +167,17 @@ def _row_bands(cells: list[str], header: list[str], asked: set[str], context: se
 
 
 def _bound_in(text: str, level: bool) -> _Bound | None:
-    """The first quantity of `text` with its comparison; a bare one counts as reached only in a level column."""
+    """The first quantity of `text` with its comparison; a bare one counts as reached in a level column, or right
+    after a level ("Space token at WARNING (85 %)": unread until session 58, when the chat showed nothing under
+    "ATLASDATADISK is at 96% full"). A level further before it is not enough: "WARNING: fetch-crl has not completed
+    ... for 24 hours" then banded a certificate's "5 days left" (`rf-02`), another clock altogether."""
     for start, quantity in quantities(text):
         before = text[:start]
         limit, dimension = quantity_key(quantity)
         for pattern, compare in _COMPARISON:
             if pattern.search(before):
                 return _Bound(compare, limit, dimension)
-        if level and not before.strip(" :"):
+        if (level and not before.strip(" :")) or _LEVEL_RIGHT_BEFORE.search(before):  # "at WARNING (85 %)"
             return _Bound(operator.ge, limit, dimension)
         return None
     return None

@@ -118,3 +118,36 @@ def test_a_temperature_typed_as_operators_type_it_is_read_as_the_runbook_writes_
     [row] = thresholds("inlet temps at 33C and climbing", [COOLING])
     assert row.text.startswith("Inlet temperature (rack front): CRITICAL / action trigger 32 °C")
     assert thresholds("inlet nodes have 4C/8T CPUs, job 31 failed", [COOLING]) == []  # no temperature
+
+
+SPACE_TOKENS = Passage(
+    2,
+    "Actions:\n\n"
+    "- **Space token at WARNING (85 %)**: notify the Experiment Site Contact for that VO in their\n"
+    "  support channel.\n"
+    "- **Space token at CRITICAL (95 %)**: open a helpdesk ticket for the Storage Expert, who may move\n"
+    "  unused space between tokens if the pledge allows it.\n",
+    "storage-full-and-quota.md",
+    "Storage Full, Space Tokens and Quotas",
+    "dCache space token or pool full",
+)
+CRL = Passage(
+    3,
+    "- **WARNING**: `fetch-crl` has not completed successfully on a host for **24 hours**.\n",
+    "crl-updates.md",
+    "Certificate Revocation List (CRL) Updates",
+    "Thresholds",
+)
+
+
+def test_a_level_right_before_a_value_bounds_it_and_an_items_wrapped_lines_are_read_whole():
+    """Seen in the chat (session 58): nothing stood under "ATLASDATADISK is at 96% full"."""
+    [row] = thresholds("ATLASDATADISK space token is at 96% full, how urgent is it?", [SPACE_TOKENS])
+    assert row.text == (
+        "Space token at CRITICAL (95 %): open a helpdesk ticket for the Storage Expert, who may move "
+        "unused space between tokens if the pledge allows it."
+    )
+    [row] = thresholds("the space token is at 88% now", [SPACE_TOKENS])
+    assert row.text.startswith("Space token at WARNING (85 %)")
+    # a level further before the value is not its bound: a certificate's days left are another clock (`rf-02`)
+    assert thresholds("the external check on this host still says 5 days left on the cert", [CRL]) == []
