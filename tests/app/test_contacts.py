@@ -113,3 +113,18 @@ def test_a_sentence_with_a_contact_number_is_held_until_it_ends_and_whom_it_name
         assert "4333" not in shown
         shown += guard.feed(" wait for the callback. More")
         assert ("4333" in shown) is not withheld and guard.tripped is withheld
+
+
+def test_a_name_wrapped_over_a_line_break_is_the_person_the_number_is_given_for():
+    """The v-01 probe (session 58): a right answer was withheld, its "On-call Site Administrator" read apart."""
+    fts = Passage(
+        2,
+        "## Escalation\n\n- Success rate under 70 % for more than one hour: **P2**, page the On-call\n"
+        "  Site Administrator (extension 4111).\n- Door problems: helpdesk ticket for the Storage\n  Expert.\n",
+        "fts-transfers-stuck-or-failing.md",
+        "Stuck or Failing FTS Transfers",
+    )
+    right = "[2] Success rate under 70 % for an hour: **P2**, page the On-call Site Administrator (extension 4111)."
+    assert misattributed_numbers(right, [fts]) == []
+    [told] = misattributed_numbers("[2] Page the Storage Expert (extension 4111).", [fts])
+    assert told.said_of == "Storage Expert" and told.quoted == "4111"
