@@ -83,20 +83,22 @@ def thresholds(question: str, passages: Sequence[Passage]) -> list[Definition]:
     if not values:
         return []
     asked = _stems(question)
-    shown: list[Definition] = []
+    found: list[tuple[int, int, Definition]] = []  # (value's index, words shared with the question, the row)
     for passage in passages:
         bands = _best_rows(list(_bands(passage.text, asked, _stems(f"{passage.title} {passage.heading}"))))
-        for text, (amount, dimension) in values:
+        for index, (text, (amount, dimension)) in enumerate(values):
             met = [band for band in bands if band.bound.dimension == dimension and band.bound.meets(amount)]
             if not met:
                 continue
             best = min(met, key=lambda band: abs(band.bound.limit - amount))
             if any(b.group == best.group and b.bound.limit == best.bound.limit and b != best for b in met):
                 continue  # two rows with the same bound: which one is meant is not the table's to say
-            shown.append(Definition(text, "", passage.number, passage_label(passage), best.words, value=text))
-            if len(shown) >= MAX_SHOWN:
-                return shown
-    return shown
+            row = Definition(text, "", passage.number, passage_label(passage), best.words, value=text)
+            found.append((index, len(asked & _stems(best.words)), row))
+    # of the rows a value falls in, those sharing the most words with the question: "throughput to one peer is at 40%
+    # of its baseline" is the throughput row's, not the packet-loss row's that shares "peer" (session 58's probe)
+    most = {index: max(shared for i, shared, _ in found if i == index) for index, _, _ in found}
+    return [row for index, shared, row in found if shared == most[index]][:MAX_SHOWN]
 
 
 def _best_rows(bands: list[_Band]) -> list[_Band]:

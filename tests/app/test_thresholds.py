@@ -151,3 +151,28 @@ def test_a_level_right_before_a_value_bounds_it_and_an_items_wrapped_lines_are_r
     assert row.text.startswith("Space token at WARNING (85 %)")
     # a level further before the value is not its bound: a certificate's days left are another clock (`rf-02`)
     assert thresholds("the external check on this host still says 5 days left on the cert", [CRL]) == []
+
+
+def test_of_the_rows_a_value_falls_in_only_those_sharing_most_words_with_the_question_are_shown():
+    """The session 58 probe: "40% of its baseline" was also shown against packet loss, by the word "peer"."""
+    network = Passage(
+        1,
+        "| Metric | WARNING | CRITICAL |\n| --- | --- | --- |\n"
+        "| Throughput compared with the 30-day baseline for the same peer "
+        "| < 50 % for 2 consecutive tests | < 20 % |\n",
+        "network-perfsonar-degradation.md",
+        "Network Degradation and perfSONAR",
+        "Thresholds",
+    )
+    overview = Passage(
+        2,
+        "| Metric | WARNING | CRITICAL |\n| --- | --- | --- |\n"
+        "| Packet loss to a WLCG peer (1 h sustained) | > 0.1 % | > 1 % |\n",
+        "site-overview.md",
+        "NORTHGRID-EXAMPLE Site Overview and Service Map",
+        "Site-wide thresholds",
+    )
+    question = "throughput to one peer is at 40% of its usual baseline for two tests in a row, warning or critical?"
+    assert [row.source for row in thresholds(question, [overview])] == [2]  # alone, the looser match still shows
+    [row] = thresholds(question, [overview, network])
+    assert row.source == 1 and row.text.startswith("Throughput compared with the 30-day baseline")
