@@ -54,7 +54,7 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage], question: st
         if any(person.casefold() in _joined(before, own) for person in named for _, own, before in places):
             continue  # the passages give the number for one the answer names
         # whom a place gives it for: its own sentence's people, else those of the sentence before it
-        holders = [(p, own, _people(own, acronyms) or _people(before, acronyms)) for p, own, before in places]
+        holders = [(p, own, _holders(own, before, acronyms)) for p, own, before in places]
         p, own, people = next(((p, own, people) for p, own, people in holders if people), (None, "", []))
         if p is not None:
             found[number] = Definition(
@@ -67,6 +67,16 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage], question: st
                 said_of=named[0],
             )
     return list(found.values())
+
+
+def _holders(own: str, before: str, acronyms: set[str]) -> list[str]:
+    """Whom a place gives its number for: its own sentence's people (a name wrapped into it from the line before
+    read whole: "On-call" / "Site Administrator" is the On-call Site Administrator), else the sentence before's."""
+    people = _people(own, acronyms)
+    if not people:
+        return _people(before, acronyms)
+    whole = _people(" ".join(f"{before} {own}".split()), acronyms)
+    return [next((name for name in whole if name.endswith(f" {person}")), person) for person in people]
 
 
 def _joined(before: str, own: str) -> str:

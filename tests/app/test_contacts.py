@@ -127,4 +127,4 @@ def test_a_name_wrapped_over_a_line_break_is_the_person_the_number_is_given_for(
     right = "[2] Success rate under 70 % for an hour: **P2**, page the On-call Site Administrator (extension 4111)."
     assert misattributed_numbers(right, [fts]) == []
     [told] = misattributed_numbers("[2] Page the Storage Expert (extension 4111).", [fts])
-    assert told.said_of == "Storage Expert" and told.quoted == "4111"
+    assert (told.said_of, told.term, told.quoted) == ("Storage Expert", "On-call Site Administrator", "4111")
