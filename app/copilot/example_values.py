@@ -6,7 +6,7 @@ source writes it so, yet it acts on the example's job, node or hour. Seen in the
 job 4711, a follow-up answered `scontrol show job 477`, the quick-start guide's example job.
 
 A found command, code line or option keeps an example value when, for one shape of value (a time,
-a date, a host name with a number, a number of three or more digits):
+a date, a host name with a number, also as a full name's first label, a number of three or more digits):
 - the question (or an earlier question of the conversation) names values of that shape,
 - the item uses none of them,
 - and the item has a value of that shape that a passage writes and the question does not.
@@ -23,7 +23,12 @@ import re
 _SHAPES = {
     "date": re.compile(r"(?<![\w-])\d{4}-\d\d-\d\d(?![\d-])"),
     "time": re.compile(r"(?<![\d:])\d{1,2}:\d\d(?::\d\d)?(?![\d:])"),  # also after a date's T
-    "host": re.compile(r"(?<![\w.-])[a-z][a-z_-]*\d+(?:\[[\d,-]+\])?(?![\w.])|(?<![\w.-])[a-z][a-z_-]*\[[\d,-]+\]"),
+    # a host name with a number, alone or as the first label of a full name (`ce01` of `ce01.northgrid.example.org`,
+    # at least two labels after it: `job1.sh` is a file)
+    "host": re.compile(
+        r"(?<![\w.-])[a-z][a-z_-]*\d+(?:\[[\d,-]+\])?(?![\w.])|(?<![\w.-])[a-z][a-z_-]*\[[\d,-]+\]"
+        r"|(?<![\w.-])[a-z][a-z_-]*\d+(?=(?:\.[a-z][\w-]*){2,}(?![\w.-]))"
+    ),
     "number": re.compile(r"(?<![\w.:-])\d{3,}(?![\w.:]|-\d)"),
 }
 

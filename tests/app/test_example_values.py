@@ -66,3 +66,13 @@ def test_a_follow_up_answer_with_the_example_job_is_a_warning_in_every_front_end
     html = grounding_html(final.grounding)
     assert "Check before running or acting on it" in html and "keeps the sources' example value" in html
     assert "<code>477</code> where your question gives <code>4711, 4700</code>" in html
+
+
+def test_a_full_host_names_first_label_is_a_host_and_a_files_name_is_not():
+    """Seen in the chat (session 58): asked about ce02, a follow-up gave `condor_q -name ce01.northgrid.example.org`."""
+    line = "condor_q -name ce01.northgrid.example.org -hold -af ClusterId HoldReason"
+    assert example_values(line, line, "CE ce02 has 3000 idle jobs\nand if condor_q shows them all held?") == (
+        ("ce01", "ce02"),
+    )
+    assert values_by_shape("run job1.sh on node12") == {"host": ["node12"]}  # one label after: a file
+    assert example_values(line, line, "is ce01 stuck?") == ()  # the question's own host
