@@ -36,9 +36,7 @@ def output_dir(path: Path | str) -> Path:
 def _writable_folder(folder: Path, failed: str) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise SpecragError(f"{failed} ({err.strerror or err}); choose a path you can write to") from err
-    try:  # a file made and removed: permission bits do not tell root (or /proc, a read-only mount) the answer
+        # a file made and removed: permission bits do not tell root (or /proc, a read-only mount) the answer
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".specrag-write-check.")
     except OSError as err:
         raise SpecragError(f"{failed} ({err.strerror or err}); choose a path you can write to") from err

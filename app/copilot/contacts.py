@@ -51,7 +51,7 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage], question: st
         places = [(p, own, before) for p in passages for own, before in _places(p.text, number)]
         if not named or not places or number in found:
             continue
-        if any(person.casefold() in _joined(before, own) for person in named for _, own, before in places):
+        if any(person.casefold() in _one_line(before, own).casefold() for person in named for _, own, before in places):
             continue  # the passages give the number for one the answer names
         # whom a place gives it for: its own sentence's people, else those of the sentence before it
         holders = [(p, own, _holders(own, before, acronyms)) for p, own, before in places]
@@ -75,15 +75,15 @@ def _holders(own: str, before: str, acronyms: set[str]) -> list[str]:
     people = _people(own, acronyms)
     if not people:
         return _people(before, acronyms)
-    whole = _people(" ".join(f"{before} {own}".split()), acronyms)
+    whole = _people(_one_line(before, own), acronyms)
     return [next((name for name in whole if name.endswith(f" {person}")), person) for person in people]
 
 
-def _joined(before: str, own: str) -> str:
-    """A place's two sentences as one line, in lower case: a name wrapped over a line break ("page the On-call" /
-    "Site Administrator (extension 4111)", the FTS runbook) reads whole. Read apart, the v-01 probe's right answer
-    was withheld for giving the On-call Site Administrator's own number (session 58)."""
-    return " ".join(f"{before} {own}".split()).casefold()
+def _one_line(before: str, own: str) -> str:
+    """A place's two sentences as one line: a name wrapped over a line break ("page the On-call" / "Site
+    Administrator (extension 4111)", the FTS runbook) reads whole. Read apart, the v-01 probe's right answer was
+    withheld for giving the On-call Site Administrator's own number (session 58)."""
+    return " ".join(f"{before} {own}".split())
 
 
 def flat_markdown(text: str) -> str:

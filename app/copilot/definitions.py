@@ -172,10 +172,7 @@ def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
 
     `scontrol update JobId=<job_id> State=DOWN` runs `scontrol` and uses `update`, `JobId` (set to a
     placeholder, '') and `State` (set to `DOWN`, which an entry may list among its values)."""
-    words = item.text.split()
-    tool = item.tool
-    if len(words) > 1 and _COMMAND.fullmatch(words[0]):
-        tool, words = words[0], words[1:]
+    tool, words = _tool_and_words(item)
     used: dict[str, str] = {}
     for word in words:
         key, _, value = word.partition("=")
@@ -187,9 +184,17 @@ def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
 
 def _specifiers_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
     """The tool a code item runs ('' if none) and the format specifiers it writes (`%S` of `"%.18i %S"`)."""
-    words = item.text.split()
-    tool = words[0] if len(words) > 1 and _COMMAND.fullmatch(words[0]) else item.tool
+    tool, _ = _tool_and_words(item)
     return tool, [(f"%{letter}", "") for letter in dict.fromkeys(_SPECIFIER.findall(item.text))]
+
+
+def _tool_and_words(item: GroundingItem) -> tuple[str, list[str]]:
+    """The tool a code item runs (its first word when a command's name starts a line of two words or more, else
+    the item's own tool) and the words after it."""
+    words = item.text.split()
+    if len(words) > 1 and _COMMAND.fullmatch(words[0]):
+        return words[0], words[1:]
+    return item.tool, words
 
 
 def _entry_for(name: str, tool: str, entries: Sequence[Entry]) -> Entry | None:

@@ -345,8 +345,10 @@ class ContactGuard:
     def _number_in_sentence(self, end: int) -> bool:
         """Whether the unshown part of `_text[:end]`, read from the start of its sentence, gives a contact number
         (only when the number's person is checked: whom it is given for is known when the sentence ends)."""
+        if not self._sources:
+            return False
         start = last_sentence_end(self._text, self._released)
-        return bool(self._sources) and bool(contact_numbers(MARKER_GROUP.sub(" ", prose(self._text[start:end]))))
+        return bool(contact_numbers(MARKER_GROUP.sub(" ", prose(self._text[start:end]))))
 
     def flush(self) -> str:
         """The answer ended: the held-back rest, checked ('' once tripped)."""

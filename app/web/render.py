@@ -90,9 +90,9 @@ def inert_tags(text: str) -> str:
     code = [(m.start(), m.end()) for m in FENCE.finditer(text)]
     code += [(m.start(), m.end()) for m in INLINE.finditer(joined_spans(text))]
     out, at = [], 0
-    for begin, end in sorted(span for span in code if not any(o[0] < span[0] < o[1] for o in code)):
+    for begin, end in sorted(code):
         if begin < at:
-            continue
+            continue  # inside a span already kept (backticks in a fenced block)
         out += [_TAG_START.sub("&lt;", text[at:begin]), text[begin:end]]
         at = end
     return "".join([*out, _TAG_START.sub("&lt;", text[at:])])
