@@ -85,7 +85,7 @@ def load_and_search(args: argparse.Namespace, options: CopilotOptions) -> tuple[
             render(Status("searching", SEARCHING))
         passages, embedding_model = search.result()
     copilot = Copilot.load(options)
-    copilot.searched_with(embedding_model, search.commands)
+    copilot.searched_with(embedding_model, search.pages)
     return copilot, passages
 
 

@@ -35,7 +35,7 @@ own first sentence, "Assign one of the following states/actions...", showed noth
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.copilot.code_spans import options, prose
@@ -86,7 +86,11 @@ class Entry:
 
 
 def defined_options(
-    grounding: Sequence[GroundingItem], passages: Sequence[Passage], answer: str = "", question: str = ""
+    grounding: Sequence[GroundingItem],
+    passages: Sequence[Passage],
+    answer: str = "",
+    question: str = "",
+    pages: Mapping[str, Mapping[str, Entry]] | None = None,
 ) -> list[Definition]:
     """The definitions passages give of the options, settings and subcommands in the answer's code,
     then of the settings its prose names (`InactiveLimit`: a word with two capitals or more), then
@@ -94,9 +98,13 @@ def defined_options(
 
     In that order, each name once, at most MAX_SHOWN. A name is taken from a found item only:
     an invented one is already flagged, and its lookalike's definition would lend it credit.
-    A name in prose needs no check: it is looked up among the entries' names."""
+    A name in prose needs no check: it is looked up among the entries' names.
+
+    An option or format specifier of a line whose tool no passage defines it for is looked up in `pages`, the
+    tool's own pages in the index ({tool: {name: entry}}: tool_pages.py), and shown with source 0."""
     entries = [entry for passage in passages for entry in entries_of(passage)]
-    if not entries:
+    pages = pages or {}
+    if not entries and not pages:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
     # a specifier's meaning lends an invented line no credit: it says what the letter prints, found or not
@@ -107,7 +115,8 @@ def defined_options(
     shown: dict[str, Definition] = {}
     for tool, names in used:
         for name, value in names:
-            if (entry := _entry_for(name, tool, entries)) is None:
+            entry = _entry_for(name, tool, entries) or pages.get(tool, {}).get(name)
+            if entry is None:
                 continue
             shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
             if (meaning := _value_of(entry, value)) is not None:
@@ -115,6 +124,12 @@ def defined_options(
             if len(shown) >= MAX_SHOWN:
                 return list(shown.values())[:MAX_SHOWN]
     return list(shown.values())
+
+
+def is_option_name(name: str) -> bool:
+    """Whether `name` is an option (`-l`, `--label`) or a format specifier (`%S`): what a tool's page defines for
+    that tool alone."""
+    return bool(_OPTION_START.match(name) or re.fullmatch(r"%[A-Za-z]", name))
 
 
 def _value_of(entry: Entry, value: str) -> tuple[str, int, str, str] | None:

@@ -131,7 +131,8 @@ class Quote:
 @dataclass(frozen=True)
 class Definition:
     """What passage `source` (page `title`) says an option, setting or subcommand the answer uses does
-    (definitions.py): `text`, the first sentence of the entry headed `term` (`-M, --clusters=<string>`).
+    (definitions.py): `text`, the first sentence of the entry headed `term` (`-M, --clusters=<string>`). Source 0:
+    the tool's own page `title` in the index, which no passage holds (tool_pages.py).
     With `quoted`, the answer quotes these words of the entry's without naming it (neighbour_quotes.py)."""
 
     name: str

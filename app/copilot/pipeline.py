@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -51,9 +51,10 @@ from app.copilot.recite import recite
 from app.copilot.repeats import repeats_earlier_answer, shown_answer, without_sentences
 from app.copilot.said_before import said_before
 from app.copilot.splices import spliced_sentences
-from app.copilot.subcommands import tool_commands, with_tools
+from app.copilot.subcommands import with_tools
 from app.copilot.swapped import swapped_subjects
 from app.copilot.thresholds import thresholds
+from app.copilot.tool_pages import ToolPages, read_tool_pages
 from app.copilot.withhold import (
     UNCITED,
     CitationGuard,
@@ -107,8 +108,8 @@ class Copilot:
         self._retriever = retriever
         # what the index was built with, once the passages come from a search elsewhere (searched_with)
         self._released_embedding_model: str | None = None
-        self._released_commands: dict[str, frozenset[str]] = {}
-        self._commands_of: tuple[str | None, dict[str, frozenset[str]]] | None = None  # (generation, its commands)
+        self._released_pages = ToolPages()
+        self._pages_of: tuple[str | None, ToolPages] | None = None  # (generation, its tool pages)
         self._engine_lock = threading.Lock()
         # the shared prompt prefix's length once it is in the engine's cache (warm_up or the first answer), else 0
         self._fixed_prefix = 0
@@ -225,30 +226,30 @@ class Copilot:
         prompt = self._prepare(question, [], list(passages), options, False).prompt_ids
         return shrink(-(-(len(prompt) + options.max_new_tokens) // CONTEXT_STEP) * CONTEXT_STEP)
 
-    def searched_with(self, embedding_model: str | None, commands: Mapping[str, frozenset[str]] | None = None) -> None:
+    def searched_with(self, embedding_model: str | None, pages: ToolPages | None = None) -> None:
         """The passages this copilot will be handed were searched elsewhere (`ask`'s search process,
-        app/copilot/search_process.py) in an index built with `embedding_model`, whose tools take `commands`:
-        the gate reads its threshold for that model, and the grounding check those commands, without opening
-        the index here. A later `retrieve` opens it."""
+        app/copilot/search_process.py) in an index built with `embedding_model`, whose tools' pages say `pages`:
+        the gate reads its threshold for that model, and the checks those pages, without opening the index
+        here. A later `retrieve` opens it."""
         with self._retriever_lock:
             self._retriever, self._released_embedding_model = None, embedding_model
-            self._released_commands = dict(commands or {})
+            self._released_pages = pages or ToolPages()
 
-    def tool_commands(self) -> Mapping[str, frozenset[str]]:
-        """The commands each tool of the served index takes (subcommands.tool_commands), worked out once per
-        index generation; empty before the index is open, or for a retriever that holds no chunks."""
+    def tool_pages(self) -> ToolPages:
+        """What the served index's tool pages say (tool_pages.py: each tool's commands and options), worked out
+        once per index generation; empty before the index is open, or for a retriever that holds no chunks."""
         with self._retriever_lock:
             retriever = self._retriever
             if retriever is None:
-                return self._released_commands
+                return self._released_pages
             # the generation first: a reload in between caches the new chunks under the old name, read again next time
             generation = getattr(retriever, "generation", None)
             chunks = getattr(retriever, "chunks", None)
             if chunks is None:
-                return {}
-            if self._commands_of is None or self._commands_of[0] != generation:
-                self._commands_of = (generation, tool_commands(chunks))
-            return self._commands_of[1]
+                return ToolPages()
+            if self._pages_of is None or self._pages_of[0] != generation:
+                self._pages_of = (generation, read_tool_pages(chunks))
+            return self._pages_of[1]
 
     @property
     def embedding_model(self) -> str | None:
@@ -569,7 +570,7 @@ class Copilot:
             notes,
             kept.messages,
             searched_alone,
-            commands=self.tool_commands(),
+            pages=self.tool_pages(),
             nearest=nearest_passages(candidates, kept.passages, new),
         )
 
@@ -592,7 +593,7 @@ class Copilot:
         passages = prepared.all_passages
         cited = CitationGuard([p.number for p in passages] if options.withhold_uncited else [], _texts(passages))
         code = (
-            CopiedCode(engine.tokenizer, shown, prepared.asked, prepared.commands)
+            CopiedCode(engine.tokenizer, shown, prepared.asked, prepared.pages.commands)
             if options.code_from_sources
             else None
         )
@@ -703,13 +704,13 @@ def final_from_text(
     finish: str,
     withheld: str = "",
     history: Sequence[Turn] = (),
-    commands: Mapping[str, frozenset[str]] | None = None,
+    pages: ToolPages | None = None,
 ) -> Final:
     """The Final that `answer`, written for `question` (after the turns of `history`) over `passages` and ended
     for `finish`, gets from the pipeline's checks, without a model: what `app.eval.rescore` scores saved answers
     with. Provenance is by text alone (no drafter origins); `withheld`, a CitationGuard notice the answer was
-    stopped with; `commands`, each tool's commands in the index (subcommands.tool_commands)."""
-    prepared = _Prepared(question, list(history), [], list(passages), [], [], {}, commands=commands or {})
+    stopped with; `pages`, what the index's tool pages say (tool_pages.py)."""
+    prepared = _Prepared(question, list(history), [], list(passages), [], [], {}, pages=pages or ToolPages())
     added = quoted_source(answer, _texts(passages)) if withheld == UNCITED else None  # as CitationGuard decides
     notice = "" if added is not None else withheld
     return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, notice, added)
@@ -748,7 +749,7 @@ def _checked_final(
     numbers = [p.number for p in passages]
     # a left-out sentence's items are not the user's to check: they never see it
     checked_text = without_sentences(answer, [*(sentence for sentence, _ in left_out), *said])
-    grounding = check_grounding(checked_text, read, prepared.asked, numbers, prepared.commands)
+    grounding = check_grounding(checked_text, read, prepared.asked, numbers, prepared.pages.commands)
     checked = with_example_words(with_tools(grounding, passages, checked_text), read, prepared.asked)
     texts = _texts(passages)
     recited, recitations = recite(displayed, citations.segments, checked, texts)
@@ -803,7 +804,7 @@ def _checked_final(
             *thresholds(prepared.question, passages),
             *neighbour_quotes(displayed, passages, prepared.question),
             *swapped_subjects(displayed, passages),
-            *defined_options(grounding, passages, displayed, prepared.question),
+            *defined_options(grounding, passages, displayed, prepared.question, prepared.pages.options),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),
         miscompared=[] if notice else wrong_comparisons(displayed),
@@ -834,7 +835,7 @@ class _Prepared:
     history_messages: list[dict[str, str]] = field(default_factory=list)  # the kept turns, as the prompt has them
     kept_earlier_bare: bool = False  # searched alone after earlier turns: the prompt keeps them bare
     relevance: gate.Relevance | None = None
-    commands: Mapping[str, frozenset[str]] = field(default_factory=dict)  # each tool's commands (subcommands.py)
+    pages: ToolPages = field(default_factory=ToolPages)  # each tool's commands and options (tool_pages.py)
     # what a refusal lists: the search's passages in its order, those a kept turn holds under their numbers
     # (conversation.nearest_passages)
     nearest: list[Passage] = field(default_factory=list)

@@ -29,6 +29,7 @@ from types import TracebackType
 
 from app.copilot.events import Passage
 from app.copilot.options import CopilotOptions
+from app.copilot.tool_pages import ToolPages
 from core.errors import SpecragError
 
 JOIN_SECONDS = 5.0  # how long a finished child gets to exit before it is terminated
@@ -86,9 +87,9 @@ class SearchProcess:
         return passages, embedding_model
 
     @property
-    def commands(self) -> dict[str, frozenset[str]]:
-        """The commands each tool of the index takes (subcommands.tool_commands), once `result()` returned."""
-        return self._reply[3] if self._reply is not None and self._reply[0] == "passages" else {}
+    def pages(self) -> ToolPages:
+        """What the index's tool pages say (tool_pages.py), once `result()` returned."""
+        return self._reply[3] if self._reply is not None and self._reply[0] == "passages" else ToolPages()
 
     def close(self) -> None:
         """End the child (if it still runs) and release its pipe."""
@@ -116,13 +117,13 @@ def search_apart(options: CopilotOptions, question: str, k: int) -> tuple[list[P
 
 
 def _search(sender: Connection, options: CopilotOptions, question: str, k: int) -> None:
-    """The child: search, send ("passages", passages, model id, tool commands) or ("error", exception, traceback)."""
+    """The child: search, send ("passages", passages, model id, tool pages) or ("error", exception, traceback)."""
     try:
         from app.copilot.pipeline import Copilot
 
         copilot = Copilot.retrieval_only(options)
         passages, _ = copilot.retrieve_for(question, (), k)
-        reply: tuple = ("passages", passages, copilot.embedding_model, dict(copilot.tool_commands()))
+        reply: tuple = ("passages", passages, copilot.embedding_model, copilot.tool_pages())
     except Exception as err:
         reply = ("error", _portable(err), traceback.format_exc())
     sender.send(reply)

@@ -133,6 +133,9 @@ def definition(
             f"“{words(_cut(defined.quoted, 60))}” is how [{defined.source}]{page} describes {code(defined.name)}, "
             "which neither the question nor the answer names: check it is the one you asked about"
         )
+    if not defined.source:  # from the tool's own page in the index (tool_pages.py): no passage to open
+        where = f"{words(defined.title)}'s page, which the passages leave out,"
+        return f"{code(defined.name)}, as {where} defines it: “{words(_cut(defined.text, width))}”"
     return f"{code(defined.name)}, as [{defined.source}]{page} defines it: “{words(_cut(defined.text, width))}”"
 
 

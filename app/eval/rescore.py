@@ -20,14 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
-from app.copilot.subcommands import tool_commands
+from app.copilot.tool_pages import ToolPages, read_tool_pages
 from app.eval.questions import Question, read_questions
 from app.eval.results import read_results, results_file
 from app.eval.runner import abstention_record, answer_record, content_scores
@@ -39,10 +39,10 @@ def rescore_rows(
     rows: Sequence[dict[str, Any]],
     questions: dict[str, Question],
     chunk_text: Callable[[str], str | None],
-    commands: Mapping[str, frozenset[str]] | None = None,
+    pages: ToolPages | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The rows with their answers scored again, and how many were kept as they were, by reason; `commands`, the
-    index's tools' commands (subcommands.tool_commands), as the live check reads them."""
+    """The rows with their answers scored again, and how many were kept as they were, by reason; `pages`, what the
+    index's tool pages say (tool_pages.py), as the live checks read them."""
     out, kept = [], {"no answer": 0, "gated": 0, "drafted": 0}
     for row in rows:
         answer = row.get("answer")
@@ -64,7 +64,7 @@ def rescore_rows(
             answer["text"],
             finish,
             withheld,
-            commands=commands,
+            pages=pages,
         )
         out.append(
             row
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = read_results(args.results)
         questions = {q.id: q for q in read_questions(args.questions)[0]}
         chunks = live_chunks(args.index)
-        rescored, kept = rescore_rows(rows, questions, chunk_texts(chunks), tool_commands(chunks))
+        rescored, kept = rescore_rows(rows, questions, chunk_texts(chunks), read_tool_pages(chunks))
     except (SpecragError, OSError) as err:
         print(f"specrag rescore: error: {err}", file=sys.stderr)
         return 2

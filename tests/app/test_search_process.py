@@ -19,6 +19,7 @@ import pytest
 from app.cli import main
 from app.copilot import Copilot, CopilotOptions
 from app.copilot.search_process import SearchProcess, SearchProcessError, _portable, search_apart
+from app.copilot.tool_pages import ToolPages
 from core.errors import SpecragError
 
 DOCS = {
@@ -65,14 +66,14 @@ def searched_here(minilm_index) -> tuple[list, str | None]:
     return copilot.retrieve_for(QUESTION, (), 2)[0], copilot.embedding_model
 
 
-def test_the_child_sends_the_commands_each_tool_of_the_index_takes(minilm_index):
+def test_the_child_sends_what_the_index_tool_pages_say(minilm_index):
     here = Copilot.retrieval_only(CopilotOptions(index_dir=minilm_index))
-    assert here.tool_commands() == {}  # the index is not open yet
+    assert here.tool_pages() == ToolPages()  # the index is not open yet
     here.retrieve_for(QUESTION, (), 2)
-    assert {"show", "update"} <= here.tool_commands()["scontrol"]
+    assert {"show", "update"} <= here.tool_pages().commands["scontrol"]
     with SearchProcess(CopilotOptions(index_dir=minilm_index), QUESTION, 2) as search:
         search.result()
-    assert search.commands == here.tool_commands()
+    assert search.pages == here.tool_pages()
 
 
 def test_the_child_finds_the_passages_a_search_here_finds_and_its_parent_imports_no_retrieval_stack(
@@ -104,7 +105,7 @@ def test_ask_answers_from_the_passages_its_search_process_found(
         return real_load(options, **kwargs)
 
     def fit_context(self, question, passages, options=None):  # what ask answers from, and what the gate reads
-        answered_from.append((list(passages), self.embedding_model, self.tool_commands()))
+        answered_from.append((list(passages), self.embedding_model, self.tool_pages().commands))
         return real_fit(self, question, passages, options)
 
     def no_index_here(*args, **kwargs):

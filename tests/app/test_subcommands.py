@@ -7,6 +7,7 @@ from app.copilot.grounding import GroundingSources, check_grounding
 from app.copilot.pipeline import final_from_text
 from app.copilot.subcommands import tool_commands, with_tools
 from app.copilot.summary import check_notes
+from app.copilot.tool_pages import ToolPages
 from app.web.render import grounding_html
 
 COMMANDS = (
@@ -103,8 +104,8 @@ def test_a_tool_run_with_a_command_it_does_not_take_is_not_found_though_its_word
 
 def test_every_front_end_says_the_tool_has_no_such_command():
     passage = Passage(1, "To change a job's name, run scontrol update JobId=<job_id> Name=<name>.", "s.html", "s", "")
-    commands = {"scontrol": frozenset({"update", "show"})}
-    final = final_from_text(QUESTION, [passage], "[1] Run `scontrol change <job_id>`.", "eos", commands=commands)
+    pages = ToolPages({"scontrol": frozenset({"update", "show"})})
+    final = final_from_text(QUESTION, [passage], "[1] Run `scontrol change <job_id>`.", "eos", pages=pages)
     (item,) = [item for item in final.grounding if item.text == "scontrol change <job_id>"]
     assert not item.found and item.not_a_command == "change"
     notes = " ".join(text for _, text in check_notes(final, code=lambda text: f"`{text}`"))

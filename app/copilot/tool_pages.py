@@ -1,0 +1,59 @@
+"""What an index's man pages say of their own tools, read once per index generation.
+
+Two checks need a tool's whole page, not only the passages one question retrieved:
+- the commands it takes (subcommands.tool_commands): `scontrol change` is no command of scontrol's;
+- what each of its options does (definitions.py shows it beside the answer). Asked how to start a controller
+  program on task 0 and workers on the others (fresh13, session 59), the model wrote `srun -N3 -l 0
+  /bin/hostname` and said it did just that. The passages held a quick-start example with `-l`, not srun's
+  entry for it, so nothing said what `-l` does: "Prepend task number to lines of stdout/err." From the
+  tool's own page in the index it is shown, marked as coming from outside the passages.
+
+A tool's option is taken only where its pages define it one way: an option whose entries say different
+things (a name reused in another section) tells the operator nothing certain, so it is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from app.copilot.definitions import Entry, entries_of, is_option_name
+from app.copilot.events import Passage
+from app.copilot.subcommands import tool_commands
+
+
+@dataclass(frozen=True)
+class ToolPages:
+    """`commands`: the commands each tool takes; `options`: each tool's options and format specifiers as its own
+    page defines them ({tool: {name: entry}}, entries with `source` 0: not a passage)."""
+
+    commands: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    options: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
+
+
+def read_tool_pages(chunks: Iterable[Any]) -> ToolPages:
+    """The tool pages of an index's chunks (with text, title and heading)."""
+    chunks = list(chunks)
+    return ToolPages(tool_commands(chunks), tool_options(chunks))
+
+
+def tool_options(chunks: Iterable[Any]) -> dict[str, dict[str, Entry]]:
+    """{tool: {option or specifier: its entry}} over the pages titled by a command, for the names each tool's
+    pages define with one first sentence only."""
+    found: dict[str, dict[str, Entry | None]] = {}
+    for chunk in chunks:
+        passage = Passage(0, chunk.text, chunk.source, chunk.title, getattr(chunk, "heading", ""), 0.0)
+        for entry in entries_of(passage):
+            if not entry.tool:
+                continue
+            own = found.setdefault(entry.tool, {})
+            for name in filter(is_option_name, entry.names):
+                held = own.get(name, entry)
+                # two entries of one name that say different things: neither is shown (None)
+                own[name] = replace(entry, names=frozenset({name})) if held and held.text == entry.text else None
+    return {
+        tool: {name: entry for name, entry in names.items() if entry is not None}
+        for tool, names in found.items()
+        if any(entry is not None for entry in names.values())
+    }

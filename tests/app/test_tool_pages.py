@@ -1,0 +1,74 @@
+"""An option of the answer is defined from its tool's own page in the index when no passage defines it."""
+
+from types import SimpleNamespace
+
+from app.copilot.events import Passage
+from app.copilot.pipeline import final_from_text
+from app.copilot.summary import check_notes
+from app.copilot.tool_pages import ToolPages, read_tool_pages
+from app.web.render import details_html
+
+
+def _chunk(title: str, text: str, heading: str = "OPTIONS") -> SimpleNamespace:
+    return SimpleNamespace(text=text, source=f"{title}.html", title=title, heading=heading)
+
+
+CHUNKS = [
+    _chunk("srun", "- -l, --label\n- Prepend task number to lines of stdout/err. The --label option will prepend."),
+    _chunk("srun", "- --multi-prog\n- Run a job with different programs and different arguments for each task."),
+    # one name, two meanings on one tool's pages (a reused name in another section): neither is shown
+    _chunk("sacctmgr", "- -n, --noheader\n- No header will be added to the beginning of the output."),
+    _chunk("sacctmgr", "- -n\n- Do not print the names of the entities.", heading="LIST/SHOW"),
+    # the same entry read twice (neighbour chunks overlap): still one meaning
+    _chunk("sinfo", "- %m\n- Size of memory per node in megabytes."),
+    _chunk("sinfo", "- %m\n- Size of memory per node in megabytes."),
+    # a setting of a configuration page is no option; a guide's page has no tool
+    _chunk("slurm.conf", "- TmpFS\n- Fully qualified pathname of the file system available to user jobs."),
+    _chunk("Quick Start User Guide", "- -x, --exclude\n- A guide's list, not a tool's page."),
+]
+QUICKSTART = Passage(
+    1, "Run three tasks and label their output:\n\nsrun -N3 -l /bin/hostname", "quickstart.html", "Quick Start", ""
+)
+QUESTION = "How do I start a controller program on task 0 and workers on the other tasks?"
+ANSWER = "[1] Label the tasks:\n\n```\nsrun -N3 -l /bin/hostname\n```"
+
+
+def test_each_tool_keeps_the_options_its_pages_define_one_way():
+    options = read_tool_pages(CHUNKS).options
+    assert set(options) == {"srun", "sacctmgr", "sinfo"}
+    assert options["srun"]["-l"].text.startswith("Prepend task number") and options["srun"]["-l"].source == 0
+    assert set(options["srun"]) == {"-l", "--label", "--multi-prog"}
+    assert set(options["sacctmgr"]) == {"--noheader"}  # -n says two things
+    assert options["sinfo"]["%m"].text == "Size of memory per node in megabytes."
+
+
+def test_an_option_no_passage_defines_is_explained_from_its_tools_page_in_every_front_end():
+    bare = final_from_text(QUESTION, [QUICKSTART], ANSWER, "eos")
+    assert bare.definitions == []  # the passage runs `-l` but defines nothing
+    final = final_from_text(QUESTION, [QUICKSTART], ANSWER, "eos", pages=read_tool_pages(CHUNKS))
+    (defined,) = final.definitions
+    assert (defined.name, defined.source, defined.title) == ("-l", 0, "srun")
+    notes = [text for level, text in check_notes(final, code=lambda text: f"`{text}`") if level == "note"]
+    expected = (
+        "`-l`, as srun's page, which the passages leave out, defines it: “Prepend task number to lines of stdout/err.”"
+    )
+    assert expected in notes
+    assert "srun's page, which the passages leave out" in details_html(final)
+
+
+def test_a_passage_of_the_tools_own_page_is_preferred_to_the_index():
+    srun = Passage(2, "- -l, --label\n- Prepend the task number.", "srun.html", "srun", "OPTIONS")
+    final = final_from_text(QUESTION, [QUICKSTART, srun], ANSWER, "eos", pages=read_tool_pages(CHUNKS))
+    (defined,) = final.definitions
+    assert (defined.source, defined.text) == (2, "Prepend the task number.")
+
+
+def test_a_line_of_no_known_tool_and_an_ambiguous_option_get_nothing_from_the_index():
+    pages = read_tool_pages(CHUNKS)
+    passage = Passage(1, "List them: sacctmgr -n list users and mytool -l", "x.html", "Guide", "")
+    answer = "[1] Run `sacctmgr -n list users` or `mytool -l`."
+    assert final_from_text(QUESTION, [passage], answer, "eos", pages=pages).definitions == []
+
+
+def test_empty_pages_change_nothing():
+    assert read_tool_pages([]) == ToolPages()
