@@ -25,10 +25,10 @@ from app.copilot.code_spans import prose
 from app.copilot.events import Miscomparison
 from app.copilot.markers import MARKER_GROUP
 from app.copilot.specifics import quantities, quantity_key
-from app.copilot.thresholds import with_degrees
+from app.copilot.thresholds import ABOVE_WORDS, BELOW_WORDS, with_degrees
 
-_ABOVE = re.compile(r"\b(?:above|over|higher than|greater than|more than|exceeds?|exceeding|beyond)\b", re.I)
-_BELOW = re.compile(r"\b(?:below|under|lower than|less than|fewer than)\b", re.I)
+_ABOVE = re.compile(rf"\b(?:{ABOVE_WORDS})\b", re.I)
+_BELOW = re.compile(rf"\b(?:{BELOW_WORDS})\b", re.I)
 _RELATIONS: list[tuple[re.Pattern[str], Callable[[float, float], bool], str]] = [
     (_ABOVE, operator.gt, "above"),
     (_BELOW, operator.lt, "below"),

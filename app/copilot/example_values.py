@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import re
 
+_TIME = re.compile(r"\d{1,2}:\d\d(?::\d\d)?")  # a time of day, seconds optional
 # Each shape finds values in a command and in a question alike; the order matters: a time's or a
 # date's digits are not read again as a number (10:00 is no number 10, 2009-02-06 no number 2009).
 _SHAPES = {
     "date": re.compile(r"(?<![\w-])\d{4}-\d\d-\d\d(?![\d-])"),
-    "time": re.compile(r"(?<![\d:])\d{1,2}:\d\d(?::\d\d)?(?![\d:])"),  # also after a date's T
+    "time": re.compile(rf"(?<![\d:]){_TIME.pattern}(?![\d:])"),  # also after a date's T
     # a host name with a number, alone or as the first label of a full name (`ce01` of `ce01.northgrid.example.org`,
     # at least two labels after it: `job1.sh` is a file)
     "host": re.compile(
@@ -53,10 +54,22 @@ def example_values(item: str, sources: str, asked: str) -> tuple[tuple[str, str]
     kept: list[tuple[str, str]] = []
     for shape, values in theirs.items():
         own = list(dict.fromkeys(yours.get(shape, ())))
-        if not own or any(value in own for value in values):
+        if not own or any(same_value(value, mine) for value in values for mine in own):
             continue
         kept += [(value, ", ".join(own)) for value in dict.fromkeys(values) if _writes(sources, value)]
     return tuple(kept)
+
+
+def same_value(a: str, b: str) -> bool:
+    """Whether two values are one: as written, or as one time of day (`18:00:00` is the question's `18:00`, and
+    `9:30` its `09:30`). Asked to end a reservation at 18:00, `EndTime=2009-02-06T18:00:00` was said to keep an
+    example's time in place of 18:00 (session 59's own-values probe)."""
+    return a == b or (_TIME.fullmatch(a) is not None and _TIME.fullmatch(b) is not None and _clock(a) == _clock(b))
+
+
+def _clock(time: str) -> tuple[int, int, int]:
+    hours, minutes, *seconds = (int(part) for part in time.split(":"))
+    return hours, minutes, seconds[0] if seconds else 0
 
 
 def _writes(sources: str, value: str) -> bool:

@@ -39,11 +39,14 @@ from app.copilot.specifics import quantities, quantity_key
 
 MAX_SHOWN = 3
 _LEVEL = re.compile(r"\b(?:OK|WARNING|WARN|CRITICAL|CRIT|OUTAGE|MINOR|MAJOR|P[1-4])\b")
+# words saying one quantity is above or below another: a source's bound here, an answer's comparison in comparisons.py
+ABOVE_WORDS = r"more than|greater than|higher than|over|above|exceed(?:s|ing)?|beyond"
+BELOW_WORDS = r"less than|fewer than|lower than|under|below"
 _COMPARISON = [  # the words right before the quantity; the first that ends there counts
     (re.compile(r"(?:<=|≤|(?<!\w)(?:at most|no more than|up to|within))\s*$", re.I), operator.le),
     (re.compile(r"(?:>=|≥|(?<!\w)(?:at least|no less than|from|at))\s*$", re.I), operator.ge),
-    (re.compile(r"(?:<|(?<!\w)(?:less than|fewer than|under|below))\s*$", re.I), operator.lt),
-    (re.compile(r"(?:>|(?<!\w)(?:more than|over|above|exceeds?|beyond))\s*$", re.I), operator.gt),
+    (re.compile(rf"(?:<|(?<!\w)(?:{BELOW_WORDS}))\s*$", re.I), operator.lt),
+    (re.compile(rf"(?:>|(?<!\w)(?:{ABOVE_WORDS}))\s*$", re.I), operator.gt),
 ]
 # a temperature as typed: "31C", "31 C", "31 degC", "31 deg", "31 degrees", "31 degrees F" (a bare degree is Celsius)
 _DEGREES = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:°\s*)?(?:deg(?:rees?)?\b\s*)?([CF])?\b(?![\w%/])", re.I)

@@ -39,6 +39,15 @@ def test_no_flag_where_the_item_uses_the_users_value_or_the_question_names_none_
     assert example_values("scontrol reboot linux0", GUIDE, "job 4711") == ()  # another shape: a host is no job id
 
 
+def test_a_time_written_with_seconds_or_without_a_leading_zero_is_the_questions_own():
+    reservation = "scontrol update Reservation=maint EndTime=2009-02-06T18:00:00"
+    assert example_values(reservation, f"e.g. {reservation}", "change its end to 18:00") == ()
+    assert example_values("sbatch --begin=9:30 job.sh", "sbatch --begin=9:30 job.sh", "start at 09:30") == ()
+    assert example_values("sbatch --begin=9:30:15 j.sh", "sbatch --begin=9:30:15 j.sh", "at 09:30") == (
+        ("9:30:15", "09:30"),  # another second is another time
+    )
+
+
 def test_check_grounding_reads_the_conversations_questions_as_the_users_values():
     answer = "Run `scontrol show job 477` [1]."
     items = check_grounding(answer, [GUIDE], "And why is it still pending?")
