@@ -157,6 +157,17 @@ class Splice:
 
 
 @dataclass(frozen=True)
+class ExampleFact:
+    """A sentence of the answer that names the question's value `own` and tells it `theirs`, values passage `source`
+    gives for its own example (example_facts.py)."""
+
+    sentence: str
+    own: str
+    theirs: tuple[str, ...]
+    source: int
+
+
+@dataclass(frozen=True)
 class Miscomparison:
     """`first` said to be `relation` ("above" or "below") `second`, which it is not (comparisons.py)."""
 
@@ -234,6 +245,7 @@ class Final:
     spliced: list[Splice] = field(default_factory=list)
     # two quantities of one unit compared the wrong way round ("31 °C, which is above ... 32 °C": comparisons.py)
     miscompared: list[Miscomparison] = field(default_factory=list)
+    example_facts: list[ExampleFact] = field(default_factory=list)  # example_facts.py
     # it says again, word for word, what an earlier answer of the conversation said (repeats.py): it may not
     # answer this question
     repeats_earlier: bool = False

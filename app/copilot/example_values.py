@@ -56,7 +56,7 @@ def example_values(item: str, sources: str, asked: str) -> tuple[tuple[str, str]
         own = list(dict.fromkeys(yours.get(shape, ())))
         if not own or any(same_value(value, mine) for value in values for mine in own):
             continue
-        kept += [(value, ", ".join(own)) for value in dict.fromkeys(values) if _writes(sources, value)]
+        kept += [(value, ", ".join(own)) for value in dict.fromkeys(values) if writes(sources, value)]
     return tuple(kept)
 
 
@@ -72,7 +72,7 @@ def _clock(time: str) -> tuple[int, int, int]:
     return hours, minutes, seconds[0] if seconds else 0
 
 
-def _writes(sources: str, value: str) -> bool:
+def writes(sources: str, value: str) -> bool:
     """Does a passage write `value` as a whole (477 is not in 14770; 12:30 is in T12:30)?"""
     before = r"(?<![\d.])" if value[0].isdigit() else r"(?<![\w.])"
     return re.search(rf"{before}{re.escape(value)}(?!\w)", sources) is not None

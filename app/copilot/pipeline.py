@@ -34,6 +34,7 @@ from app.copilot.conversation import (
 from app.copilot.copied_code import CopiedCode
 from app.copilot.definitions import defined_options, first_sentence
 from app.copilot.events import Event, Final, Passage, Recitation, Status, Token, Turn
+from app.copilot.example_facts import example_facts
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.neighbour_quotes import neighbour_quotes
@@ -808,6 +809,7 @@ def _checked_final(
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),
         miscompared=[] if notice else wrong_comparisons(displayed),
+        example_facts=[] if notice else example_facts(displayed, passages, prepared.asked),
         repeats_earlier=not notice and repeats_earlier_answer(answer, earlier),
     )
 

@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from app.copilot.events import Definition, Final, GroundingItem, Miscomparison, Quote, Recitation, Splice
+from app.copilot.events import (
+    Definition,
+    ExampleFact,
+    Final,
+    GroundingItem,
+    Miscomparison,
+    Quote,
+    Recitation,
+    Splice,
+)
 from app.copilot.gate import weak_match_warning, why_refused
 from app.copilot.source_paths import short_paths
 
@@ -69,6 +78,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("note", said_earlier(final.said_before))] if final.said_before else []
     notes += [("warning", splice(spliced)) for spliced in final.spliced]
     notes += [("warning", miscomparison(wrong)) for wrong in final.miscompared]
+    notes += [("warning", example_fact(told)) for told in final.example_facts]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
@@ -188,6 +198,15 @@ def borrowed(sentence: str, word: str, width: int = 60) -> str:
     return (
         f"“{_cut(sentence, width)}” speaks of “{word}”, which only the prompt's worked example does: "
         "it is not from the sources"
+    )
+
+
+def example_fact(told: ExampleFact) -> str:
+    """A sentence telling the question's own value what a source's example gives (example_facts.py)."""
+    values = ", ".join(told.theirs)
+    return (
+        f"the answer tells your {told.own} what [{told.source}]'s example gives for its own ({values}): "
+        f"no source can know that of {told.own}; check it yourself"
     )
 
 

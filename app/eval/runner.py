@@ -156,6 +156,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         "spliced": [[s.source, s.first, s.second] for s in final.spliced],
         # two quantities compared the wrong way round: [first, "above" or "below", second] (comparisons.py)
         "miscompared": [[m.first, m.relation, m.second] for m in final.miscompared],
+        "example_facts": [[f.own, list(f.theirs), f.source] for f in final.example_facts],
     }
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.code_spans import FENCE, INLINE, joined_spans
-from app.copilot.events import Definition, Miscomparison, Quote, Recitation, Splice
+from app.copilot.events import Definition, ExampleFact, Miscomparison, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
     REPEATED_EARLIER,
@@ -28,6 +28,7 @@ from app.copilot.summary import (
     assembled,
     borrowed,
     definition,
+    example_fact,
     example_kept,
     left_out,
     misattribution,
@@ -127,6 +128,7 @@ def details_html(final: Final) -> str:
             final.left_out,
             final.said_before,
             final.miscompared,
+            final.example_facts,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -311,6 +313,7 @@ def grounding_html(
     left_out_sentences: Sequence[tuple[str, str]] = (),
     said_before: Sequence[str] = (),
     miscompared: Sequence[Miscomparison] = (),
+    told_of_yours: Sequence[ExampleFact] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [
@@ -326,6 +329,7 @@ def grounding_html(
     lines += [f"<li>{inert_html(borrowed(sentence, word))}</li>" for sentence, word in borrowed_from_example]
     lines += [f"<li>{inert_html(splice(one))}</li>" for one in spliced]
     lines += [f"<li>{inert_html(miscomparison(wrong))}</li>" for wrong in miscompared]
+    lines += [f"<li>{inert_html(example_fact(told))}</li>" for told in told_of_yours]
     found = sum(item.found for item in items)
     note = (
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
