@@ -158,8 +158,8 @@ class Splice:
 
 @dataclass(frozen=True)
 class ExampleFact:
-    """A sentence of the answer that names the question's value `own` and tells it `theirs`, values passage `source`
-    gives for its own example (example_facts.py)."""
+    """A sentence of the answer that names the question's value `own` (with the question's word for it: "job
+    4512") and tells it `theirs`, values passage `source` gives for its own example (example_facts.py)."""
 
     sentence: str
     own: str

@@ -14,6 +14,7 @@ and a passage writes, unless that passage writes the question's value too (its e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from app.copilot.attribution import prose_sentences
@@ -40,6 +41,15 @@ def example_facts(answer: str, passages: Sequence[Passage], asked: str) -> list[
         for number, text in texts:
             theirs = tuple(value for value in other if writes(text, value))
             if theirs and not any(writes(text, value) for value in own):
-                found.append(ExampleFact(" ".join(sentence.split()), own[0], theirs, number))
+                found.append(ExampleFact(" ".join(sentence.split()), named(own[0], asked), theirs, number))
                 break
     return found
+
+
+_NOT_A_NOUN = {"the", "is", "at", "to", "from", "of", "for", "and", "until", "by", "on", "in", "with", "was", "are"}
+
+
+def named(value: str, asked: str) -> str:
+    """`value` with the word the question puts before it when that names what it is ("job 4512", "node c042")."""
+    before = re.search(rf"([A-Za-z]{{3,}})\s+{re.escape(value)}(?![\w:])", asked)
+    return f"{before.group(1).lower()} {value}" if before and before.group(1).lower() not in _NOT_A_NOUN else value

@@ -1,7 +1,7 @@
 """A sentence telling the operator's own job what a source's example shows is reported in every front end."""
 
 from app.copilot.events import ExampleFact, Passage
-from app.copilot.example_facts import example_facts
+from app.copilot.example_facts import example_facts, named
 from app.copilot.pipeline import final_from_text
 from app.copilot.summary import check_notes
 from app.eval.questions import Question
@@ -21,7 +21,7 @@ ANSWER = f"[1] Look at its state:\n\n```\nsacct -S11:20:00 -E11:25:00 -X -ojobid
 
 
 def test_the_examples_values_told_of_the_questions_job_are_reported():
-    assert example_facts(ANSWER, [SACCT], QUESTION) == [ExampleFact(TOLD, "4512", ("11:20:00", "11:21:13"), 1)]
+    assert example_facts(ANSWER, [SACCT], QUESTION) == [ExampleFact(TOLD, "job 4512", ("11:20:00", "11:21:13"), 1)]
 
 
 def test_a_sentence_of_the_questions_values_alone_or_of_the_examples_alone_is_not():
@@ -39,10 +39,15 @@ def test_a_sentence_of_the_questions_values_alone_or_of_the_examples_alone_is_no
 def test_every_front_end_warns_and_the_eval_records_it():
     final = final_from_text(QUESTION, [SACCT], ANSWER, "eos")
     expected = (
-        "the answer tells your 4512 what [1]'s example gives for its own (11:20:00, 11:21:13): "
-        "no source can know that of 4512; check it yourself"
+        "the answer tells your job 4512 what [1]'s example gives for its own (11:20:00, 11:21:13): "
+        "no source can know that of job 4512; check it yourself"
     )
     assert ("warning", expected) in check_notes(final, code=str)
     assert inert_html(expected) in details_html(final)
     record = answer_record(final, Question("q", QUESTION))
-    assert record["example_facts"] == [["4512", ["11:20:00", "11:21:13"], 1]]
+    assert record["example_facts"] == [["job 4512", ["11:20:00", "11:21:13"], 1]]
+
+
+def test_the_value_is_named_with_the_questions_word_for_it():
+    assert named("c042", "Node c042 is stuck") == "node c042"
+    assert named("18:00", "change its end to 18:00") == "18:00"
