@@ -36,6 +36,7 @@ from app.copilot.code_spans import prose
 from app.copilot.events import Passage, Segment, Splice
 from app.copilot.markers import MARKER_GROUP
 from app.copilot.quotes import flat, holds, mark_quotes
+from app.copilot.tables import tables_in
 
 MAX_JOIN_WORDS = 3
 # a join of these only lists two statements, each true in its own item ("... and ..."), no splice
@@ -44,8 +45,6 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")  # within a line: lines are s
 _BLOCK_END = re.compile(r"\n[ \t]*\n")
 _ITEM_START = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)]|\|)[ \t]", re.M)
 _TERM_END = re.compile(r"[.:;!?]$")
-_TABLE = re.compile(r"(?:^[ \t]*\|.*\|[ \t]*(?:\n|$))+", re.M)  # a run of table lines
-_RULE = re.compile(r"^[ \t]*\|[\s:|-]+\|[ \t]*$")  # the row under a table's header
 _EMPHASIS = re.compile(r"\*\*|__|`")
 _FRAGMENT_CUT = re.compile(r"[,;]\s+")
 
@@ -76,15 +75,11 @@ def spliced_sentences(answer: str, passages: Sequence[Passage]) -> list[Splice]:
 
 def tables_of(text: str) -> list[list[list[str]]]:
     """Each markdown table of `text` with two data rows or more, as its data rows' cells (emphasis off)."""
-    tables: list[list[list[str]]] = []
-    for block in _TABLE.findall(text):
-        lines = [line for line in block.strip().split("\n") if not _RULE.match(line)]
-        has_header = len(lines) > 1 and _RULE.match(block.strip().split("\n")[1]) is not None
-        rows = [[_EMPHASIS.sub("", cell).strip() for cell in line.strip().strip("|").split("|")] for line in lines]
-        rows = rows[1:] if has_header else rows
-        if len(rows) >= 2:
-            tables.append(rows)
-    return tables
+    return [
+        [[_EMPHASIS.sub("", cell).strip() for cell in row] for row in table.rows]
+        for table in tables_in(text)
+        if len(table.rows) >= 2
+    ]
 
 
 _Fragments = tuple[dict[str, tuple[int, str]], list[str]]

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from app.copilot.events import Definition, Passage
 from app.copilot.prompting import passage_label
 from app.copilot.specifics import quantities, quantity_key
+from app.copilot.tables import is_row, table_at
 
 MAX_SHOWN = 3
 _LEVEL = re.compile(r"\b(?:OK|WARNING|WARN|CRITICAL|CRIT|OUTAGE|MINOR|MAJOR|P[1-4])\b")
@@ -116,21 +117,17 @@ def _best_rows(bands: list[_Band]) -> list[_Band]:
 def _bands(text: str, asked: set[str], context: set[str]) -> Iterator[_Band]:
     """The bounded rows and items of `text` that share a word with the question (`asked`): a row of a table
     with a level per column by its label, any other by its own words, its table's header or `context`."""
-    group = 0
-    header: list[str] | None = None
-    for line in _items_joined(text):
-        stripped = line.strip()
-        if stripped.startswith("|"):
-            cells = [cell.strip() for cell in stripped.strip("|").split("|")]
-            if all(re.fullmatch(r":?-{3,}:?", cell) for cell in cells if cell):
-                continue  # the header's rule
-            if header is None:
-                header, group = cells, group + 1
-                continue
-            yield from _row_bands(cells, header, asked, context, group)
+    group, lines, at = 0, _items_joined(text), 0
+    while at < len(lines):
+        stripped = lines[at].strip()
+        if is_row(stripped):  # a table is a group; a list right after it is a group of its own
+            table, at = table_at(lines, at)
+            group += 1
+            for row in table.rows:
+                yield from _row_bands(list(row), list(table.header or ()), asked, context, group)
+            group += 1
             continue
-        if header is not None:  # the table ended: a list right after it is a group of its own
-            header, group = None, group + 1
+        at += 1
         if _LIST_ITEM.match(stripped):
             item = _plain(re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", stripped))
             bound = _bound_in(item, level=False)
