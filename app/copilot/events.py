@@ -157,6 +157,16 @@ class Splice:
 
 
 @dataclass(frozen=True)
+class CutCode:
+    """The command `written` as far as the length limit let the answer write it (cut_code.py); `whole`, the line
+    passage `source` writes that it is the start of (0 and '' when none is)."""
+
+    written: str
+    source: int = 0
+    whole: str = ""
+
+
+@dataclass(frozen=True)
 class ExampleFact:
     """A sentence of the answer that names the question's value `own` (with the question's word for it: "job
     4512") and tells it `theirs`, values passage `source` gives for its own example (example_facts.py)."""
@@ -246,6 +256,7 @@ class Final:
     # two quantities of one unit compared the wrong way round ("31 °C, which is above ... 32 °C": comparisons.py)
     miscompared: list[Miscomparison] = field(default_factory=list)
     example_facts: list[ExampleFact] = field(default_factory=list)  # example_facts.py
+    cut_code: CutCode | None = None  # the command the length limit cut mid-line (cut_code.py)
     # it says again, word for word, what an earlier answer of the conversation said (repeats.py): it may not
     # answer this question
     repeats_earlier: bool = False

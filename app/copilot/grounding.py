@@ -339,7 +339,7 @@ def extract_items(answer: str) -> Iterable[tuple[str, str]]:
             yield "command", span.group(1).strip()
     for line in outside.splitlines():
         line = line.strip().lstrip("-*• ").strip()
-        if _looks_like_command(line):
+        if looks_like_command(line):
             yield "command", drop_prompt(line)
     for option in options(answer):
         yield "option", option
@@ -448,7 +448,7 @@ def _fills_slots(piece: str, vocabulary: set[str], question: str) -> bool:
     return False
 
 
-def _looks_like_command(line: str) -> bool:
+def looks_like_command(line: str) -> bool:
     return bool(line) and len(line.split()) <= 16 and line[-1] not in ".:;?!" and bool(_COMMAND.match(line))
 
 

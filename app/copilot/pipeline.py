@@ -32,6 +32,7 @@ from app.copilot.conversation import (
     your_previous,
 )
 from app.copilot.copied_code import CopiedCode
+from app.copilot.cut_code import cut_code
 from app.copilot.definitions import defined_options, first_sentence
 from app.copilot.events import Event, Final, Passage, Recitation, Status, Token, Turn
 from app.copilot.example_facts import example_facts
@@ -810,6 +811,7 @@ def _checked_final(
         spliced=[] if notice else spliced_sentences(displayed, passages),
         miscompared=[] if notice else wrong_comparisons(displayed),
         example_facts=[] if notice else example_facts(displayed, passages, prepared.asked),
+        cut_code=None if notice else cut_code(answer, finish, passages, displayed),
         repeats_earlier=not notice and repeats_earlier_answer(answer, earlier),
     )
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from app.copilot.events import (
+    CutCode,
     Definition,
     ExampleFact,
     Final,
@@ -69,6 +70,8 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
         return notes
     if final.repeats_earlier:
         notes.append(("warning", REPEATED_EARLIER))
+    if final.cut_code:
+        notes.append(("warning", cut_command(final.cut_code, code)))
     for item in final.ungrounded:
         nearest = f"; nearest in [{item.nearest_source}]: {code(item.nearest)}" if item.nearest else ""
         why = why_not_found(item, code)
@@ -199,6 +202,12 @@ def borrowed(sentence: str, word: str, width: int = 60) -> str:
         f"“{_cut(sentence, width)}” speaks of “{word}”, which only the prompt's worked example does: "
         "it is not from the sources"
     )
+
+
+def cut_command(cut: CutCode, code: Callable[[str], str]) -> str:
+    """A command the length limit cut mid-line (cut_code.py), with where a source writes it whole."""
+    said = f"the length limit cut the answer in the middle of {code(cut.written)}: do not run it as it stands"
+    return f"{said}; [{cut.source}] writes it whole: {code(cut.whole)}" if cut.whole else said
 
 
 def example_fact(told: ExampleFact) -> str:

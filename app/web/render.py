@@ -20,13 +20,14 @@ from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.code_spans import FENCE, INLINE, joined_spans
-from app.copilot.events import Definition, ExampleFact, Miscomparison, Quote, Recitation, Splice
+from app.copilot.events import CutCode, Definition, ExampleFact, Miscomparison, Quote, Recitation, Splice
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
     REPEATED_EARLIER,
     adapted,
     assembled,
     borrowed,
+    cut_command,
     definition,
     example_fact,
     example_kept,
@@ -129,6 +130,7 @@ def details_html(final: Final) -> str:
             final.said_before,
             final.miscompared,
             final.example_facts,
+            final.cut_code,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -314,9 +316,11 @@ def grounding_html(
     said_before: Sequence[str] = (),
     miscompared: Sequence[Miscomparison] = (),
     told_of_yours: Sequence[ExampleFact] = (),
+    cut: CutCode | None = None,
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
-    lines = [
+    lines = [f"<li>{cut_command(cut, _code_html)}</li>"] if cut else []
+    lines += [
         f"<li><code>{html.escape(item.text)}</code> ({item.kind}) — <b>not found in the sources</b>"
         + why_not_found(item, _code_html)
         + (f"; nearest in [{item.nearest_source}]: <code>{html.escape(item.nearest)}</code>" if item.nearest else "")
