@@ -49,10 +49,11 @@ def cut_code(answer: str, finish: str, passages: Sequence[Passage], shown: str |
     written = _SPACE.sub(" ", command.rsplit("`", 1)[-1] if open_span else command).strip()
     if not written:
         return None
+    starts = re.compile(rf"(?<![\w./-]){re.escape(written)}")  # where a word starts, not inside `xmpicc`
     for passage in passages:
         for line in _logical_lines(passage.text):
-            if written in line:  # whole from where it starts, to the end of its code span or line
-                whole = line[line.index(written) :].split("`", 1)[0].rstrip()
+            if (at := starts.search(line)) is not None:  # whole to the end of its code span or line
+                whole = line[at.start() :].split("`", 1)[0].rstrip()
                 if len(whole) > len(written):
                     return CutCode(written, passage.number, whole)
     return CutCode(written)

@@ -29,6 +29,8 @@ def test_the_command_a_length_cut_left_unfinished_is_named_with_the_line_a_sourc
     assert cut_code(CUT, "length", [EXIT_CODES]) == CutCode(WRITTEN, 1, WHOLE)
     assert cut_code("Run `scontrol update Node", "length", [EXIT_CODES]) == CutCode("scontrol update Node")
     assert cut_code("It builds with:\n$ mpicc", "length", []) == CutCode("mpicc")  # a prompt's line is a command
+    inside = Passage(2, "Use xmpicc -O2, or mpicc -o hello hello.c", "mpi.html", "MPI", "")
+    assert cut_code("It builds with:\n$ mpicc", "length", [inside]) == CutCode("mpicc", 2, "mpicc -o hello hello.c")
 
 
 def test_an_answer_that_ended_or_was_cut_in_prose_or_after_a_whole_line_is_not():
