@@ -13,6 +13,13 @@ Officer (SSO)"), and no place of the passages that holds the number names any of
 places names someone else. The place is the number's
 sentence and the one before it ("Call the SSO first. Extension 4333, 24/7 ..."). A number the passages do not
 hold at all is the specifics check's to flag, and a sentence that names nobody ("call 4333") is not judged.
+
+Unless the question names whom it wants a number for. Asked "What is the phone number of the electricity provider
+for the data centre?", which no runbook gives, the model wrote "The electricity provider for the data centre is the
+Campus Network Operations Centre (NOC), which runs the border router br01 and the WAN link. Extension 4222 [4]."
+(session 59, a blind runbook set): the NOC's extension, told of someone the sources never mention. So a sentence
+that names nobody is judged against the question's "number of the X" / "X's extension" too, where X shares no word
+(by its first four letters) with whom the passages give the number for.
 """
 
 from __future__ import annotations
@@ -45,17 +52,22 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage], question: st
     flat = [flat_markdown(p.text) for p in passages]
     acronyms = {short for text in flat for _, short in _SPELLED_OUT.findall(text)}
     asked = _asked_about(question, flat, acronyms)
+    wanted = "" if asked else wanted_contact(question)
     found: dict[str, Definition] = {}
     for start, number in numbers:
         named = _people(sentence_around(said, start, start + len(number)), acronyms) or asked
         places = [(p, own, before) for p in passages for own, before in _places(p.text, number)]
-        if not named or not places or number in found:
+        if not (named or wanted) or not places or number in found:
             continue
         if any(person.casefold() in _one_line(before, own).casefold() for person in named for _, own, before in places):
             continue  # the passages give the number for one the answer names
         # whom a place gives it for: its own sentence's people, else those of the sentence before it
         holders = [(p, own, _holders(own, before, acronyms)) for p, own, before in places]
         p, own, people = next(((p, own, people) for p, own, people in holders if people), (None, "", []))
+        if not named and p is not None:  # told of the question's X: judged by the words X shares with the holders
+            if any(_stems(wanted) & _stems(person) for _, _, held in holders for person in held):
+                continue
+            named = [f"the {wanted}"]
         if p is not None:
             found[number] = Definition(
                 named[0],
@@ -67,6 +79,35 @@ def misattributed_numbers(answer: str, passages: Sequence[Passage], question: st
                 said_of=named[0],
             )
     return list(found.values())
+
+
+# "the phone number of the electricity provider", "an extension for our network team", "the NOC's number"
+_NUMBER_WORDS = r"(?:phone\s+|telephone\s+|contact\s+|pager\s+|direct\s+)?(?:number|extension|hotline|line)"
+_NUMBER_OF = re.compile(
+    rf"\b{_NUMBER_WORDS}\s+(?:of|for)\s+(?:the\s+|our\s+|a\s+|an\s+)?"
+    r"(?P<who>[A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*){0,3}?)(?=\s+(?:for|at|in|on|of|to|if|when)\b|\s*[?.,!;]|\s*$)",
+    re.I,
+)
+_WHOSE_NUMBER = re.compile(
+    rf"(?:\b(?:the|our|a|an)\s+)?(?P<who>[A-Za-z][\w-]*(?:\s+[A-Za-z][\w-]*){{0,2}})['’]s\s+{_NUMBER_WORDS}\b", re.I
+)
+_QUESTION_WORDS = {"what", "what's", "whats", "where", "which", "who", "is", "the", "our", "give", "me", "tell"}
+
+
+def wanted_contact(question: str) -> str:
+    """Whom the question asks a number for ("electricity provider" of "the phone number of the electricity provider
+    for the data centre?"), '' when it names nobody so."""
+    match = _NUMBER_OF.search(question) or _WHOSE_NUMBER.search(question)
+    if match is None:
+        return ""
+    words = [word for word in match.group("who").split() if word.lower() not in _QUESTION_WORDS]
+    return " ".join(words)
+
+
+def _stems(text: str) -> set[str]:
+    """The first four letters of each word of three letters or more, in lower case ("admi" of "admin" and
+    "Administrator")."""
+    return {word[:4].lower() for word in re.findall(r"[A-Za-z][\w-]{2,}", text)}
 
 
 def _holders(own: str, before: str, acronyms: set[str]) -> list[str]:

@@ -48,6 +48,25 @@ def test_a_sentence_naming_nobody_is_told_of_the_one_person_the_question_asks_ab
     assert misattributed_numbers("Dial extension 4999.", PASSAGES, both) == []
 
 
+def test_a_sentence_naming_nobody_is_judged_against_whom_the_question_wants_a_number_for():
+    # a blind runbook set (session 59): no runbook gives the electricity provider; 4222 is the NOC's
+    asked = "What is the phone number of the electricity provider for the data centre?"
+    answer = "[4] The electricity provider for the data centre is the Campus NOC. Extension 4222 [4]."
+    [told] = misattributed_numbers(answer, PASSAGES, asked)
+    assert (told.said_of, told.term, told.quoted) == (
+        "the electricity provider",
+        "Campus Network Operations Centre",
+        "4222",
+    )
+    assert "gave the electricity provider a number that [1]" in misattributed_notice(answer, PASSAGES, asked)
+    for right in (
+        "What is the extension of the network operations centre?",
+        "Give me the NOC's number",
+        "whom do I call?",
+    ):
+        assert misattributed_numbers("[1] Extension 4222.", PASSAGES, right) == [], right
+
+
 def test_the_right_person_an_acronym_the_sources_spell_out_and_a_sentence_naming_nobody_pass():
     for right in (
         "[1] Call the SSO first on extension 4333.",  # "Site Security Officer (SSO)"
