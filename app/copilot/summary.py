@@ -147,8 +147,8 @@ def definition(
             "which neither the question nor the answer names: check it is the one you asked about"
         )
     if not defined.source:  # from the tool's own page in the index (tool_pages.py): no passage to open
-        where = f"{words(defined.title)}'s page, which the passages leave out,"
-        return f"{code(defined.name)}, as {where} defines it: “{words(_cut(defined.text, width))}”"
+        where = f"{words(defined.title)}'s page defines it, in an entry no passage holds"
+        return f"{code(defined.name)}, as {where}: “{words(_cut(defined.text, width))}”"
     return f"{code(defined.name)}, as [{defined.source}]{page} defines it: “{words(_cut(defined.text, width))}”"
 
 

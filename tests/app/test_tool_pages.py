@@ -49,11 +49,9 @@ def test_an_option_no_passage_defines_is_explained_from_its_tools_page_in_every_
     (defined,) = final.definitions
     assert (defined.name, defined.source, defined.title) == ("-l", 0, "srun")
     notes = [text for level, text in check_notes(final, code=lambda text: f"`{text}`") if level == "note"]
-    expected = (
-        "`-l`, as srun's page, which the passages leave out, defines it: “Prepend task number to lines of stdout/err.”"
-    )
-    assert expected in notes
-    assert "srun's page, which the passages leave out" in details_html(final)
+    said = "“Prepend task number to lines of stdout/err.”"
+    assert f"`-l`, as srun's page defines it, in an entry no passage holds: {said}" in notes
+    assert "srun's page defines it, in an entry no passage holds" in details_html(final)
 
 
 def test_a_passage_of_the_tools_own_page_is_preferred_to_the_index():
