@@ -10,6 +10,8 @@ check speaks, and the operator reads a diagnosis of their own job.
 So a sentence of the answer's prose is reported when it names a value of the question (a job id, a host, a
 time or a date: example_values.py's shapes) and also values of those shapes that the question does not give
 and a passage writes, unless that passage writes the question's value too (its example is then the same job).
+Values of those shapes that no passage writes at all are reported the same way (source 0): "This will start job
+5521 at 11:30:00", "The maximum resident set size (RSS) of job 3310 is 123456789 bytes" (the own-values probe).
 """
 
 from __future__ import annotations
@@ -38,11 +40,15 @@ def example_facts(answer: str, passages: Sequence[Passage], asked: str) -> list[
         other = [value for value in said if value not in own]
         if not own or not other:
             continue
+        told = " ".join(sentence.split())
         for number, text in texts:
             theirs = tuple(value for value in other if writes(text, value))
             if theirs and not any(writes(text, value) for value in own):
-                found.append(ExampleFact(" ".join(sentence.split()), named(own[0], asked), theirs, number))
+                found.append(ExampleFact(told, named(own[0], asked), theirs, number))
                 break
+        else:  # values no passage writes at all: the model's own, told of the operator's job as facts
+            if invented := tuple(value for value in other if not any(writes(text, value) for _, text in texts)):
+                found.append(ExampleFact(told, named(own[0], asked), invented, 0))
     return found
 
 

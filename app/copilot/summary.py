@@ -213,6 +213,8 @@ def cut_command(cut: CutCode, code: Callable[[str], str]) -> str:
 def example_fact(told: ExampleFact) -> str:
     """A sentence telling the question's own value what a source's example gives (example_facts.py)."""
     values = ", ".join(told.theirs)
+    if not told.source:  # values of the model's own
+        return f"the answer tells of your {told.own} what no source gives ({values}): check it yourself"
     return (
         f"the answer tells your {told.own} what [{told.source}]'s example gives for its own ({values}): "
         f"no source can know that of {told.own}; check it yourself"

@@ -51,3 +51,12 @@ def test_every_front_end_warns_and_the_eval_records_it():
 def test_the_value_is_named_with_the_questions_word_for_it():
     assert named("c042", "Node c042 is stuck") == "node c042"
     assert named("18:00", "change its end to 18:00") == "18:00"
+
+
+def test_values_no_source_gives_told_of_the_questions_job_are_reported_too():
+    answer = "[1] Use `sacct -j 4512`. Job 4512 will start at 11:30:00 [1]."
+    (told,) = example_facts(answer, [SACCT], QUESTION)
+    assert (told.own, told.theirs, told.source) == ("job 4512", ("11:30:00",), 0)
+    final = final_from_text(QUESTION, [SACCT], answer, "eos")
+    expected = "the answer tells of your job 4512 what no source gives (11:30:00): check it yourself"
+    assert ("warning", expected) in check_notes(final, code=str)
