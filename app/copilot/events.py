@@ -167,6 +167,17 @@ class CutCode:
 
 
 @dataclass(frozen=True)
+class MisplacedSetting:
+    """A setting `key` the answer puts in configuration file `file`, whose pages never name it (config_files.py);
+    `source` and `title`, the passage that defines it (0 and '' when none does)."""
+
+    key: str
+    file: str
+    source: int = 0
+    title: str = ""
+
+
+@dataclass(frozen=True)
 class ExampleFact:
     """A sentence of the answer that names the question's value `own` (with the question's word for it: "job
     4512") and tells it `theirs`, values passage `source` gives for its own example (example_facts.py)."""
@@ -257,6 +268,7 @@ class Final:
     miscompared: list[Miscomparison] = field(default_factory=list)
     example_facts: list[ExampleFact] = field(default_factory=list)  # example_facts.py
     cut_code: CutCode | None = None  # the command the length limit cut mid-line (cut_code.py)
+    misplaced: list[MisplacedSetting] = field(default_factory=list)  # config_files.py
     # it says again, word for word, what an earlier answer of the conversation said (repeats.py): it may not
     # answer this question
     repeats_earlier: bool = False

@@ -23,6 +23,7 @@ from app.copilot.attribution import attribute, judge_quotes
 from app.copilot.borrowed import borrowed_sentences, with_example_words, without_copied
 from app.copilot.code_spans import prose
 from app.copilot.comparisons import wrong_comparisons
+from app.copilot.config_files import misplaced_settings
 from app.copilot.conversation import (
     follow_up_passages,
     keep_history,
@@ -812,6 +813,7 @@ def _checked_final(
         miscompared=[] if notice else wrong_comparisons(displayed),
         example_facts=[] if notice else example_facts(displayed, passages, prepared.asked),
         cut_code=None if notice else cut_code(answer, finish, passages, displayed),
+        misplaced=[] if notice else misplaced_settings(displayed, prepared.pages.settings, passages),
         repeats_earlier=not notice and repeats_earlier_answer(answer, earlier),
     )
 

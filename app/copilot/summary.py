@@ -16,6 +16,7 @@ from app.copilot.events import (
     Final,
     GroundingItem,
     Miscomparison,
+    MisplacedSetting,
     Quote,
     Recitation,
     Splice,
@@ -82,6 +83,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("warning", splice(spliced)) for spliced in final.spliced]
     notes += [("warning", miscomparison(wrong)) for wrong in final.miscompared]
     notes += [("warning", example_fact(told)) for told in final.example_facts]
+    notes += [("warning", misplaced(setting, code)) for setting in final.misplaced]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
@@ -208,6 +210,14 @@ def cut_command(cut: CutCode, code: Callable[[str], str]) -> str:
     """A command the length limit cut mid-line (cut_code.py), with where a source writes it whole."""
     said = f"the length limit cut the answer in the middle of {code(cut.written)}: do not run it as it stands"
     return f"{said}; [{cut.source}] writes it whole: {code(cut.whole)}" if cut.whole else said
+
+
+def misplaced(setting: MisplacedSetting, code: Callable[[str], str], words: Callable[[str], str] = str) -> str:
+    """A setting put in a configuration file whose pages never name it (config_files.py). `words` renders the page's
+    title (the front end's escaping)."""
+    said = f"the answer puts {code(setting.key)} in {code(setting.file)}, whose man page never names it"
+    page = f" ({words(setting.title)})" if setting.title else ""
+    return f"{said}; [{setting.source}]{page} defines it: check where it is set" if setting.source else said
 
 
 def example_fact(told: ExampleFact) -> str:

@@ -1,12 +1,13 @@
 """What an index's man pages say of their own tools, read once per index generation.
 
-Two checks need a tool's whole page, not only the passages one question retrieved:
+Three checks need a tool's whole page, not only the passages one question retrieved:
 - the commands it takes (subcommands.tool_commands): `scontrol change` is no command of scontrol's;
 - what each of its options does (definitions.py shows it beside the answer). Asked how to start a controller
   program on task 0 and workers on the others (fresh13, session 59), the model wrote `srun -N3 -l 0
   /bin/hostname` and said it did just that. The passages held a quick-start example with `-l`, not srun's
   entry for it, so nothing said what `-l` does: "Prepend task number to lines of stdout/err." From the
   tool's own page in the index it is shown, marked as coming from outside the passages.
+- the settings a configuration file takes (config_files.py): `MaxJobsPerUser` is no slurm.conf setting.
 
 A tool's option is taken only where its pages define it one way: an option whose entries say different
 things (a name reused in another section) tells the operator nothing certain, so it is left out.
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.copilot.config_files import config_settings
 from app.copilot.definitions import Entry, entries_of, is_option_name
 from app.copilot.events import Passage
 from app.copilot.subcommands import tool_commands
@@ -26,16 +28,18 @@ from app.copilot.subcommands import tool_commands
 @dataclass(frozen=True)
 class ToolPages:
     """`commands`: the commands each tool takes; `options`: each tool's options and format specifiers as its own
-    page defines them ({tool: {name: entry}}, entries with `source` 0: not a passage)."""
+    page defines them ({tool: {name: entry}}, entries with `source` 0: not a passage); `settings`: every setting
+    each configuration file's pages name, in lower case ({`slurm.conf`: ...})."""
 
     commands: Mapping[str, frozenset[str]] = field(default_factory=dict)
     options: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
+    settings: Mapping[str, frozenset[str]] = field(default_factory=dict)  # config_files.config_settings
 
 
 def read_tool_pages(chunks: Iterable[Any]) -> ToolPages:
     """The tool pages of an index's chunks (with text, title and heading)."""
     chunks = list(chunks)
-    return ToolPages(tool_commands(chunks), tool_options(chunks))
+    return ToolPages(tool_commands(chunks), tool_options(chunks), config_settings(chunks))
 
 
 def tool_options(chunks: Iterable[Any]) -> dict[str, dict[str, Entry]]:

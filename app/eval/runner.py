@@ -158,6 +158,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         "miscompared": [[m.first, m.relation, m.second] for m in final.miscompared],
         "example_facts": [[f.own, list(f.theirs), f.source] for f in final.example_facts],
         "cut_code": [final.cut_code.written, final.cut_code.source] if final.cut_code else None,
+        "misplaced_settings": [[m.key, m.file, m.source] for m in final.misplaced],
     }
 
 

@@ -20,7 +20,16 @@ from typing import Any
 
 from app.copilot import Final, GroundingItem, Segment
 from app.copilot.code_spans import FENCE, INLINE, joined_spans
-from app.copilot.events import CutCode, Definition, ExampleFact, Miscomparison, Quote, Recitation, Splice
+from app.copilot.events import (
+    CutCode,
+    Definition,
+    ExampleFact,
+    Miscomparison,
+    MisplacedSetting,
+    Quote,
+    Recitation,
+    Splice,
+)
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
     REPEATED_EARLIER,
@@ -34,6 +43,7 @@ from app.copilot.summary import (
     left_out,
     misattribution,
     miscomparison,
+    misplaced,
     misquotation,
     recitation,
     run_under_tool,
@@ -131,6 +141,7 @@ def details_html(final: Final) -> str:
             final.miscompared,
             final.example_facts,
             final.cut_code,
+            final.misplaced,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -317,6 +328,7 @@ def grounding_html(
     miscompared: Sequence[Miscomparison] = (),
     told_of_yours: Sequence[ExampleFact] = (),
     cut: CutCode | None = None,
+    misplaced_settings: Sequence[MisplacedSetting] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [f"<li>{cut_command(cut, _code_html)}</li>"] if cut else []
@@ -334,6 +346,7 @@ def grounding_html(
     lines += [f"<li>{inert_html(splice(one))}</li>" for one in spliced]
     lines += [f"<li>{inert_html(miscomparison(wrong))}</li>" for wrong in miscompared]
     lines += [f"<li>{inert_html(example_fact(told))}</li>" for told in told_of_yours]
+    lines += [f"<li>{misplaced(setting, _code_html, inert_html)}</li>" for setting in misplaced_settings]
     found = sum(item.found for item in items)
     note = (
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
