@@ -9,6 +9,7 @@ from app.copilot.summary import check_notes
 from app.copilot.tool_pages import read_tool_pages
 from app.eval.questions import Question
 from app.eval.runner import answer_record
+from app.slack.render import footer
 from app.web.render import details_html
 
 CHUNKS = [
@@ -57,4 +58,5 @@ def test_every_front_end_warns_and_the_eval_records_it():
     )
     assert ("warning", expected) in check_notes(final, code=lambda text: f"`{text}`")
     assert "whose man page never names it" in details_html(final)
+    assert ":warning: the answer puts `MaxJobsPerUser` in `slurm.conf`" in footer(final)  # Slack
     assert answer_record(final, Question("q", QUESTION))["misplaced_settings"] == [["MaxJobsPerUser", "slurm.conf", 3]]

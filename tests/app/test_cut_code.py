@@ -6,6 +6,7 @@ from app.copilot.pipeline import final_from_text
 from app.copilot.summary import check_notes
 from app.eval.questions import Question
 from app.eval.runner import answer_record
+from app.slack.render import footer
 from app.web.render import details_html
 
 EXIT_CODES = Passage(
@@ -50,3 +51,4 @@ def test_every_front_end_warns_first_and_the_eval_records_it():
     page = details_html(final)
     assert "the length limit cut the answer in the middle of" in page and "ExitBySignal" in page
     assert answer_record(final, Question("q", QUESTION))["cut_code"] == [WRITTEN, 1]
+    assert ":warning: the length limit cut the answer in the middle of" in footer(final)  # Slack

@@ -6,6 +6,7 @@ from app.copilot.pipeline import final_from_text
 from app.copilot.summary import check_notes
 from app.eval.questions import Question
 from app.eval.runner import answer_record
+from app.slack.render import footer
 from app.web.render import details_html, inert_html
 
 SACCT = Passage(
@@ -44,6 +45,7 @@ def test_every_front_end_warns_and_the_eval_records_it():
     )
     assert ("warning", expected) in check_notes(final, code=str)
     assert inert_html(expected) in details_html(final)
+    assert ":warning: the answer tells your job 4512 what [1]" in footer(final)  # Slack
     record = answer_record(final, Question("q", QUESTION))
     assert record["example_facts"] == [["job 4512", ["11:20:00", "11:21:13"], 1]]
 

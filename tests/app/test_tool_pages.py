@@ -6,6 +6,7 @@ from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
 from app.copilot.summary import check_notes
 from app.copilot.tool_pages import ToolPages, read_tool_pages
+from app.slack.render import footer
 from app.web.render import details_html
 
 
@@ -52,6 +53,7 @@ def test_an_option_no_passage_defines_is_explained_from_its_tools_page_in_every_
     said = "“Prepend task number to lines of stdout/err.”"
     assert f"`-l`, as srun's page defines it, in an entry no passage holds: {said}" in notes
     assert "srun's page defines it, in an entry no passage holds" in details_html(final)
+    assert "srun's page defines it, in an entry no passage holds" in footer(final)  # Slack
 
 
 def test_a_passage_of_the_tools_own_page_is_preferred_to_the_index():
