@@ -91,6 +91,7 @@ def defined_options(
     answer: str = "",
     question: str = "",
     pages: Mapping[str, Mapping[str, Entry]] | None = None,
+    sections: Mapping[str, Mapping[str, Mapping[str, Entry]]] | None = None,
 ) -> list[Definition]:
     """The definitions passages give of the options, settings and subcommands in the answer's code,
     then of the settings its prose names (`InactiveLimit`: a word with two capitals or more), then
@@ -101,10 +102,13 @@ def defined_options(
     A name in prose needs no check: it is looked up among the entries' names.
 
     An option or format specifier of a line whose tool no passage defines it for is looked up in `pages`, the
-    tool's own pages in the index ({tool: {name: entry}}: tool_pages.py), and shown with source 0."""
+    tool's own pages in the index ({tool: {name: entry}}: tool_pages.py), and shown with source 0; a setting or
+    subcommand in `sections` ({tool: {heading: {name: entry}}}), in the one section of the tool's page that defines
+    the most of the line's names, two at least (`scontrol update NodeName=... State=DOWN`: the nodes' update
+    specifications, where `State` is a node's)."""
     entries = [entry for passage in passages for entry in entries_of(passage)]
-    pages = pages or {}
-    if not entries and not pages:
+    pages, sections = pages or {}, sections or {}
+    if not entries and not pages and not sections:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
     # a specifier's meaning lends an invented line no credit: it says what the letter prints, found or not
@@ -114,8 +118,9 @@ def defined_options(
     used.append(("", [(name, "") for name in asked]))
     shown: dict[str, Definition] = {}
     for tool, names in used:
+        section = _section_of([name for name, _ in names], sections.get(tool, {}))
         for name, value in names:
-            entry = _entry_for(name, tool, entries) or pages.get(tool, {}).get(name)
+            entry = _entry_for(name, tool, entries) or pages.get(tool, {}).get(name) or section.get(name)
             if entry is None:
                 continue
             shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
@@ -124,6 +129,16 @@ def defined_options(
             if len(shown) >= MAX_SHOWN:
                 return list(shown.values())[:MAX_SHOWN]
     return list(shown.values())
+
+
+def _section_of(names: Sequence[str], sections: Mapping[str, Mapping[str, Entry]]) -> Mapping[str, Entry]:
+    """The entries of the one section that defines the most of `names`, two at least; {} when none or two do."""
+    counts = sorted(
+        ((sum(name in held for name in names), heading) for heading, held in sections.items()), reverse=True
+    )
+    if not counts or counts[0][0] < 2 or (len(counts) > 1 and counts[1][0] == counts[0][0]):
+        return {}
+    return sections[counts[0][1]]
 
 
 def is_option_name(name: str) -> bool:

@@ -807,7 +807,9 @@ def _checked_final(
             *thresholds(prepared.question, passages),
             *neighbour_quotes(displayed, passages, prepared.question),
             *swapped_subjects(displayed, passages),
-            *defined_options(grounding, passages, displayed, prepared.question, prepared.pages.options),
+            *defined_options(
+                grounding, passages, displayed, prepared.question, prepared.pages.options, prepared.pages.sections
+            ),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),
         miscompared=[] if notice else wrong_comparisons(displayed),

@@ -15,7 +15,7 @@ things (a name reused in another section) tells the operator nothing certain, so
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,30 +34,55 @@ class ToolPages:
     commands: Mapping[str, frozenset[str]] = field(default_factory=dict)
     options: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
     settings: Mapping[str, frozenset[str]] = field(default_factory=dict)  # config_files.config_settings
+    sections: Mapping[str, Mapping[str, Mapping[str, Entry]]] = field(default_factory=dict)  # tool_sections
 
 
 def read_tool_pages(chunks: Iterable[Any]) -> ToolPages:
     """The tool pages of an index's chunks (with text, title and heading)."""
     chunks = list(chunks)
-    return ToolPages(tool_commands(chunks), tool_options(chunks), config_settings(chunks))
+    return ToolPages(tool_commands(chunks), tool_options(chunks), config_settings(chunks), tool_sections(chunks))
 
 
 def tool_options(chunks: Iterable[Any]) -> dict[str, dict[str, Entry]]:
     """{tool: {option or specifier: its entry}} over the pages titled by a command, for the names each tool's
     pages define with one first sentence only."""
     found: dict[str, dict[str, Entry | None]] = {}
+    for entry, _ in _tool_entries(chunks):
+        own = found.setdefault(entry.tool, {})
+        for name in filter(is_option_name, entry.names):
+            _keep_one_meaning(own, name, entry)
+    return _defined(found)
+
+
+def tool_sections(chunks: Iterable[Any]) -> dict[str, dict[str, dict[str, Entry]]]:
+    """{tool: {section heading: {setting or subcommand: its entry}}} over the pages titled by a command, for the
+    names each section defines with one first sentence only. A name such as scontrol's `State` means one thing
+    among a node's update specifications and another among a partition's: within a section it is one."""
+    found: dict[str, dict[str, dict[str, Entry | None]]] = {}
+    for entry, heading in _tool_entries(chunks):
+        own = found.setdefault(entry.tool, {}).setdefault(heading, {})
+        for name in (name for name in entry.names if not is_option_name(name)):
+            _keep_one_meaning(own, name, entry)
+    return {tool: sections for tool, by in found.items() if (sections := _defined(by))}
+
+
+def _tool_entries(chunks: Iterable[Any]) -> Iterator[tuple[Entry, str]]:
+    """(entry, its section heading) of every entry of the pages titled by a command."""
     for chunk in chunks:
-        passage = Passage(0, chunk.text, chunk.source, chunk.title, getattr(chunk, "heading", ""), 0.0)
+        heading = getattr(chunk, "heading", "") or ""
+        passage = Passage(0, chunk.text, chunk.source, chunk.title, heading, 0.0)
         for entry in entries_of(passage):
-            if not entry.tool:
-                continue
-            own = found.setdefault(entry.tool, {})
-            for name in filter(is_option_name, entry.names):
-                held = own.get(name, entry)
-                # two entries of one name that say different things: neither is shown (None)
-                own[name] = replace(entry, names=frozenset({name})) if held and held.text == entry.text else None
-    return {
-        tool: {name: entry for name, entry in names.items() if entry is not None}
-        for tool, names in found.items()
-        if any(entry is not None for entry in names.values())
-    }
+            if entry.tool:
+                yield entry, heading.strip()
+
+
+def _keep_one_meaning(own: dict[str, Entry | None], name: str, entry: Entry) -> None:
+    """Record `entry` for `name`; two entries of one name that say different things leave neither (None)."""
+    held = own.get(name, entry)
+    own[name] = replace(entry, names=frozenset({name})) if held and held.text == entry.text else None
+
+
+def _defined(found: Mapping[Any, Mapping[str, Entry | None]]) -> dict[Any, dict[str, Entry]]:
+    """`found` without the names left with no one meaning, and without keys left with no name."""
+    kept = {key: {name: entry for name, entry in names.items() if entry is not None} for key, names in found.items()}
+    return {key: names for key, names in kept.items() if names}

@@ -72,3 +72,40 @@ def test_a_line_of_no_known_tool_and_an_ambiguous_option_get_nothing_from_the_in
 
 def test_empty_pages_change_nothing():
     assert read_tool_pages([]) == ToolPages()
+
+
+NODES = "NODES - SPECIFICATIONS FOR UPDATE COMMAND"
+PARTITIONS = "PARTITIONS - SPECIFICATIONS FOR CREATE, UPDATE, AND DELETE COMMANDS"
+SECTIONS = [
+    _chunk("scontrol", "- NodeName=<name>\n- Identify the node(s) to be updated.", NODES),
+    _chunk(
+        "scontrol",
+        "- State=<state>\n- Assign one of the following states/actions to the node(s).\n\n"
+        "    - DOWN\n    - Stop all running and suspended jobs and make the node unavailable for new jobs.",
+        NODES,
+    ),
+    _chunk("scontrol", "- PartitionName=<name>\n- Identify the partition to be updated.", PARTITIONS),
+    _chunk(
+        "scontrol",
+        "- State=<up|down>\n- Specify if jobs can be allocated nodes or queued in this partition.",
+        PARTITIONS,
+    ),
+]
+DRAIN_GUIDE = Passage(1, "Take it out: scontrol update NodeName=c1 State=DOWN", "guide.html", "Troubleshooting", "")
+
+
+def test_a_setting_is_explained_from_the_one_section_of_its_tools_page_that_defines_the_lines_names():
+    sections = read_tool_pages(SECTIONS).sections["scontrol"]
+    assert set(sections) == {NODES, PARTITIONS} and sections[NODES]["State"].text.startswith("Assign one")
+    answer = "[1] Run `scontrol update NodeName=c1 State=DOWN`."
+    final = final_from_text(QUESTION, [DRAIN_GUIDE], answer, "eos", pages=read_tool_pages(SECTIONS))
+    defined = {d.name: (d.source, d.text) for d in final.definitions}
+    # the node's State, not the partition's
+    assert defined["State"] == (0, "Assign one of the following states/actions to the node(s).")
+    assert defined["State=DOWN"][1].startswith("Stop all running and suspended jobs")
+
+
+def test_a_line_that_names_one_setting_of_several_sections_gets_nothing_from_them():
+    answer = "[1] Run `scontrol update State=DOWN`."  # which section's State: not the line's to say
+    final = final_from_text(QUESTION, [DRAIN_GUIDE], answer, "eos", pages=read_tool_pages(SECTIONS))
+    assert final.definitions == []
