@@ -40,26 +40,28 @@ class ToolPages:
 def read_tool_pages(chunks: Iterable[Any]) -> ToolPages:
     """The tool pages of an index's chunks (with text, title and heading)."""
     chunks = list(chunks)
-    return ToolPages(tool_commands(chunks), tool_options(chunks), config_settings(chunks), tool_sections(chunks))
+    entries = list(_tool_entries(chunks))  # read once for the options and the sections
+    return ToolPages(tool_commands(chunks), tool_options(entries), config_settings(chunks), tool_sections(entries))
 
 
-def tool_options(chunks: Iterable[Any]) -> dict[str, dict[str, Entry]]:
-    """{tool: {option or specifier: its entry}} over the pages titled by a command, for the names each tool's
-    pages define with one first sentence only."""
+def tool_options(entries: Iterable[tuple[Entry, str]]) -> dict[str, dict[str, Entry]]:
+    """{tool: {option or specifier: its entry}} over the entries of the pages titled by a command (`_tool_entries`),
+    for the names each tool's pages define with one first sentence only."""
     found: dict[str, dict[str, Entry | None]] = {}
-    for entry, _ in _tool_entries(chunks):
+    for entry, _ in entries:
         own = found.setdefault(entry.tool, {})
         for name in filter(is_option_name, entry.names):
             _keep_one_meaning(own, name, entry)
     return _defined(found)
 
 
-def tool_sections(chunks: Iterable[Any]) -> dict[str, dict[str, dict[str, Entry]]]:
-    """{tool: {section heading: {setting or subcommand: its entry}}} over the pages titled by a command, for the
-    names each section defines with one first sentence only. A name such as scontrol's `State` means one thing
-    among a node's update specifications and another among a partition's: within a section it is one."""
+def tool_sections(entries: Iterable[tuple[Entry, str]]) -> dict[str, dict[str, dict[str, Entry]]]:
+    """{tool: {section heading: {setting or subcommand: its entry}}} over the entries of the pages titled by a
+    command (`_tool_entries`), for the names each section defines with one first sentence only. A name such as
+    scontrol's `State` means one thing among a node's update specifications and another among a partition's:
+    within a section it is one."""
     found: dict[str, dict[str, dict[str, Entry | None]]] = {}
-    for entry, heading in _tool_entries(chunks):
+    for entry, heading in entries:
         own = found.setdefault(entry.tool, {}).setdefault(heading, {})
         for name in (name for name in entry.names if not is_option_name(name)):
             _keep_one_meaning(own, name, entry)
