@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from app.copilot.attribution import prose_sentences
-from app.copilot.definitions import CONFIG_KEY, entries_of
+from app.copilot.definitions import CONFIG_KEY, entries_of, entry_for
 from app.copilot.events import MisplacedSetting, Passage
 from app.copilot.markers import MARKER_GROUP
 
@@ -32,17 +32,23 @@ def misplaced_settings(
     (`settings`: {file: the settings its pages name, in lower case}) never name it."""
     if not settings:
         return []
-    found: dict[str, MisplacedSetting] = {}
+    misplaced: dict[str, str] = {}  # each setting, and the file the answer first puts it in
     for sentence in prose_sentences(MARKER_GROUP.sub(" ", answer)):
         said = sentence.replace("`", " ")
         files = [name for name in settings if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", said)]
         if len(files) != 1:
             continue  # no file, or two: which one a setting goes in is not this sentence's to say
         for key in CONFIG_KEY.findall(said):
-            if key.casefold() not in settings[files[0]] and key not in found:
-                source, title = _defined_in(key, passages)
-                found[key] = MisplacedSetting(key, files[0], source, title)
-    return list(found.values())
+            if key.casefold() not in settings[files[0]]:
+                misplaced.setdefault(key, files[0])
+    if not misplaced:
+        return []
+    entries = [entry for passage in passages for entry in entries_of(passage)]
+    found = []
+    for key, file in misplaced.items():  # with the passage that defines it, found as the definitions are
+        entry = entry_for(key, "", entries)
+        found.append(MisplacedSetting(key, file, entry.source, entry.title) if entry else MisplacedSetting(key, file))
+    return found
 
 
 def config_settings(chunks: Sequence[object]) -> dict[str, frozenset[str]]:
@@ -53,11 +59,3 @@ def config_settings(chunks: Sequence[object]) -> dict[str, frozenset[str]]:
         if CONFIG_PAGE.fullmatch(title):
             named.setdefault(title, set()).update(key.casefold() for key in CONFIG_KEY.findall(chunk.text))
     return {name: frozenset(keys) for name, keys in named.items() if keys}
-
-
-def _defined_in(key: str, passages: Sequence[Passage]) -> tuple[int, str]:
-    """(number, title) of the first passage that defines `key` as an entry, (0, '') when none does."""
-    for passage in passages:
-        if any(key in entry.names for entry in entries_of(passage)):
-            return passage.number, passage.title
-    return 0, ""

@@ -120,7 +120,7 @@ def defined_options(
     for tool, names in used:
         section = _section_of([name for name, _ in names], sections.get(tool, {}))
         for name, value in names:
-            entry = _entry_for(name, tool, entries) or pages.get(tool, {}).get(name) or section.get(name)
+            entry = entry_for(name, tool, entries) or pages.get(tool, {}).get(name) or section.get(name)
             if entry is None:
                 continue
             shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
@@ -227,7 +227,7 @@ def _tool_and_words(item: GroundingItem) -> tuple[str, list[str]]:
     return item.tool, words
 
 
-def _entry_for(name: str, tool: str, entries: Sequence[Entry]) -> Entry | None:
+def entry_for(name: str, tool: str, entries: Sequence[Entry]) -> Entry | None:
     """The definition of `name`: from the line's own tool's page first; a one-letter option only from there."""
     holding = [entry for entry in entries if name in entry.names]
     own = [entry for entry in holding if tool and entry.tool == tool]
