@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 # group 1: the block's body (an unclosed block runs to the end of the answer)
 FENCE = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
+# a line that opens or closes a code block (`.match` one line, or `.findall` over many: an odd count is inside one)
+FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
 # CommonMark's code span, kept to one line: a run of n backticks opens it and the next run of exactly n
 # closes it, so ``a `b` c`` is one span (reStructuredText's literals, which models copy from rst sources,
 # are such double-backtick spans). Group "code": the span's text (inline_code strips its padding).

@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from app.copilot.code_spans import OPTION, line_spans
+from app.copilot.code_spans import FENCE_LINE, OPTION, line_spans
 from app.copilot.grounding import GroundingSources, drop_prompt, normalise
 from generation import arrays
 from generation.arrays import Logits
@@ -43,7 +43,6 @@ CANDIDATES = 40  # the likeliest tokens searched for an allowed one (a copy is n
 # (gap 21.7) became a special token, then prose inside the code block (dev slurm-003). A good steer,
 # `sbatch --after...` -> `sbatch --depend=afterok:...`, had a gap of 1.8.
 MAX_GAP = math.log(10.0)
-_FENCE_LINE = re.compile(r"^[ \t]*```", re.M)
 _TRIGGERS = "`-\n"  # a token without these cannot start or change a code item in prose
 # How far down the row a token that finishes a begun source word is looked for (see the module's note):
 # the model has committed to the word, so a token far below its choice is taken (`re`: 199th, 6.7 down).
@@ -135,7 +134,7 @@ class CopiedCode:
         Only items reaching past `start` are judged, so an earlier flagged one does not block the rest.
         """
         line_start = text.rfind("\n", 0, start) + 1
-        in_fence = len(_FENCE_LINE.findall(text, 0, line_start)) % 2 == 1
+        in_fence = len(FENCE_LINE.findall(text, 0, line_start)) % 2 == 1
         lines = text[line_start:].split("\n")
         offset = line_start
         for j, line in enumerate(lines):
@@ -185,7 +184,7 @@ def in_code_item(text: str) -> bool:
     """Is the end of `text` inside a code item: a fenced block, an open inline span, or a word that may be an option?"""
     line_start = text.rfind("\n") + 1
     line = text[line_start:]
-    if len(_FENCE_LINE.findall(text, 0, line_start)) % 2 or any(not s.closed for s in line_spans(line, True)):
+    if len(FENCE_LINE.findall(text, 0, line_start)) % 2 or any(not s.closed for s in line_spans(line, True)):
         return True
     word = line.rsplit(None, 1)[-1] if line and not line[-1].isspace() else ""
     return word.startswith("-")

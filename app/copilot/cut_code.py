@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from app.copilot.code_spans import FENCE_LINE
 from app.copilot.events import CutCode, Passage
 from app.copilot.grounding import drop_prompt, looks_like_command
 
-_FENCE_LINE = re.compile(r"^\s*```")
 _SPACE = re.compile(r"\s+")
 
 
@@ -34,7 +34,7 @@ def cut_code(answer: str, finish: str, passages: Sequence[Passage], shown: str |
     if shown is not None and not shown.rstrip().endswith(answer.rstrip().rsplit("\n", 1)[-1].strip()):
         return None
     lines = answer.split("\n")
-    in_block = sum(bool(_FENCE_LINE.match(line)) for line in lines) % 2 == 1
+    in_block = len(FENCE_LINE.findall(answer)) % 2 == 1
     last = lines[-1]
     open_span = last.count("`") % 2 == 1
     prompted = last.lstrip().startswith("$ ")  # a shell prompt: a command line whatever it looks like

@@ -27,12 +27,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from app.copilot.code_spans import FENCE_LINE
 from app.copilot.markers import MARKER_GROUP
 from app.copilot.unnumbered import unnumbered_citation
 
 MIN_KEY_CHARS = 20  # shorter units ("```", "}", "Example:") may legitimately come twice
 MIN_REPEATED_CHARS = 80  # how much of an earlier answer said again tells a repeat; a short sentence may recur
-_FENCE = re.compile(r"^\s*```")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 _LEADING_MARKERS = re.compile(rf"(?:\s*{MARKER_GROUP.pattern})*\s*")
 _SPACE = re.compile(r"\s+")
@@ -93,7 +93,7 @@ def collapse_repeats(text: str, code: bool = True, cut: bool | None = None) -> s
     previous: tuple[list[str], int] = ([], -1)  # the last code block shown: its lines, and where `out` ended it
     for number, line in enumerate(raw_lines):
         last_line = number == len(raw_lines) - 1
-        if _FENCE.match(line):
+        if FENCE_LINE.match(line):
             if block is None:
                 block = [line]
             else:

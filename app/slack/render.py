@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from app.copilot import Final
-from app.copilot.code_spans import INLINE, joined_spans
+from app.copilot.code_spans import FENCE_LINE, INLINE, joined_spans
 from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
@@ -26,7 +26,6 @@ ERROR_PREFIX = ":warning: Sorry"
 WITHHELD_REST = "_(withheld: see the message above)_"  # a streamed message the withheld notice did not need
 REPEATS_REST = "_(left out: the answer repeated itself; see the message above)_"  # ... the collapsed answer
 
-_FENCE = re.compile(r"^\s*```")
 _LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
@@ -48,7 +47,7 @@ def to_mrkdwn(markdown: str) -> str:
     """Markdown as the model writes it -> Slack mrkdwn: bold, italics, strike, links, headings, lists, code."""
     lines, in_code = [], False
     for line in joined_spans(markdown).split("\n"):  # a code span a soft wrap cut stays one span
-        if _FENCE.match(line):
+        if FENCE_LINE.match(line):
             in_code = not in_code
             lines.append("```")  # Slack shows a language tag as text: drop it
         elif in_code:
