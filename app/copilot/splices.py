@@ -36,7 +36,7 @@ from app.copilot.code_spans import prose
 from app.copilot.events import Passage, Segment, Splice
 from app.copilot.markers import MARKER_GROUP
 from app.copilot.quotes import flat, holds, mark_quotes
-from app.copilot.tables import tables_in
+from app.copilot.tables import plain, tables_in
 
 MAX_JOIN_WORDS = 3
 # a join of these only lists two statements, each true in its own item ("... and ..."), no splice
@@ -45,7 +45,6 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")  # within a line: lines are s
 _BLOCK_END = re.compile(r"\n[ \t]*\n")
 _ITEM_START = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)]|\|)[ \t]", re.M)
 _TERM_END = re.compile(r"[.:;!?]$")
-_EMPHASIS = re.compile(r"\*\*|__|`")
 _FRAGMENT_CUT = re.compile(r"[,;]\s+")
 
 
@@ -75,11 +74,7 @@ def spliced_sentences(answer: str, passages: Sequence[Passage]) -> list[Splice]:
 
 def tables_of(text: str) -> list[list[list[str]]]:
     """Each markdown table of `text` with two data rows or more, as its data rows' cells (emphasis off)."""
-    return [
-        [[_EMPHASIS.sub("", cell).strip() for cell in row] for row in table.rows]
-        for table in tables_in(text)
-        if len(table.rows) >= 2
-    ]
+    return [[[plain(cell) for cell in row] for row in table.rows] for table in tables_in(text) if len(table.rows) >= 2]
 
 
 _Fragments = tuple[dict[str, tuple[int, str]], list[str]]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 _RULE_CELL = re.compile(r":?-+:?")
+_MARKUP = re.compile(r"\*\*|__|`")  # bold and code marks, which a cell's words are read without
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ def is_row(line: str) -> bool:
 def cells(line: str) -> tuple[str, ...]:
     """A table line's cells, stripped (`| a | **b** |` -> ('a', '**b**'))."""
     return tuple(cell.strip() for cell in line.strip().strip("|").split("|"))
+
+
+def plain(text: str) -> str:
+    """A cell's or a list item's words without bold or code marks (`**Less than 7 days**` -> 'Less than 7 days')."""
+    return _MARKUP.sub("", text).strip()
 
 
 def is_rule(line: str) -> bool:

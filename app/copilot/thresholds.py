@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from app.copilot.events import Definition, Passage
 from app.copilot.prompting import passage_label
 from app.copilot.specifics import quantities, quantity_key
-from app.copilot.tables import is_row, table_at
+from app.copilot.tables import is_row, plain, table_at
 
 MAX_SHOWN = 3
 _LEVEL = re.compile(r"\b(?:OK|WARNING|WARN|CRITICAL|CRIT|OUTAGE|MINOR|MAJOR|P[1-4])\b")
@@ -129,7 +129,7 @@ def _bands(text: str, asked: set[str], context: set[str]) -> Iterator[_Band]:
             continue
         at += 1
         if _LIST_ITEM.match(stripped):
-            item = _plain(re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", stripped))
+            item = plain(re.sub(r"^(?:[-*+]|\d+[.)])\s+", "", stripped))
             bound = _bound_in(item, level=False)
             if bound is not None and asked & (context | _stems(item)):
                 yield _Band(bound, item, group)
@@ -157,14 +157,14 @@ def _row_bands(cells: list[str], header: list[str], asked: set[str], context: se
         if not shared:
             return
         for index, cell in enumerate(cells[1:], 1):
-            if index < len(levels) and levels[index] and (bound := _bound_in(_plain(cell), level=True)):
-                yield _Band(bound, f"{_plain(cells[0])}: {_plain(header[index])} {_plain(cell)}", group, shared)
+            if index < len(levels) and levels[index] and (bound := _bound_in(plain(cell), level=True)):
+                yield _Band(bound, f"{plain(cells[0])}: {plain(header[index])} {plain(cell)}", group, shared)
         return
     if not asked & (context | _stems(" ".join([*header, *cells]))):
         return
     for cell in cells:
-        if (bound := _bound_in(_plain(cell), level=False)) is not None:
-            yield _Band(bound, " · ".join(_plain(c) for c in cells if c), group)
+        if (bound := _bound_in(plain(cell), level=False)) is not None:
+            yield _Band(bound, " · ".join(plain(c) for c in cells if c), group)
             return
 
 
@@ -196,10 +196,6 @@ def _degrees(match: re.Match[str]) -> str:
     if not unit and not re.search(r"deg", said, re.I):
         return said
     return f"{match.group(1)} °{(unit or 'C').upper()}" + (" " if said.endswith(" ") else "")
-
-
-def _plain(text: str) -> str:
-    return re.sub(r"\*\*|__|`", "", text).strip()
 
 
 def _stems(text: str) -> set[str]:
