@@ -178,6 +178,20 @@ class MisplacedSetting:
 
 
 @dataclass(frozen=True)
+class UnlistedValue:
+    """A word `value` the answer's line gives option `option` of `tool`, which the option's entry does not hold among
+    the values it lists (`listed`, upper case: option_values.py); `source` and `title`, the passage with that entry
+    (0 and the tool's page title when only the tool's page in the index has it)."""
+
+    tool: str
+    option: str
+    value: str
+    listed: tuple[str, ...]
+    source: int = 0
+    title: str = ""
+
+
+@dataclass(frozen=True)
 class ExampleFact:
     """A sentence of the answer that names the question's value `own` (with the question's word for it: "job
     4512") and tells it `theirs`, values passage `source` gives for its own example (example_facts.py)."""
@@ -269,6 +283,7 @@ class Final:
     example_facts: list[ExampleFact] = field(default_factory=list)  # example_facts.py
     cut_code: CutCode | None = None  # the command the length limit cut mid-line (cut_code.py)
     misplaced: list[MisplacedSetting] = field(default_factory=list)  # config_files.py
+    unlisted: list[UnlistedValue] = field(default_factory=list)  # option_values.py
     # it says again, word for word, what an earlier answer of the conversation said (repeats.py): it may not
     # answer this question
     repeats_earlier: bool = False

@@ -40,6 +40,7 @@ from app.copilot.example_facts import example_facts
 from app.copilot.grounding import check_grounding
 from app.copilot.loading import LoadedEngine
 from app.copilot.neighbour_quotes import neighbour_quotes
+from app.copilot.option_values import unlisted_values
 from app.copilot.options import AnswerOptions, CopilotOptions, ModelOptions
 from app.copilot.prompting import (
     JUDGE_QUESTION,
@@ -816,6 +817,7 @@ def _checked_final(
         example_facts=[] if notice else example_facts(displayed, passages, prepared.asked),
         cut_code=None if notice else cut_code(answer, finish, passages, displayed),
         misplaced=[] if notice else misplaced_settings(displayed, prepared.pages.settings, passages),
+        unlisted=[] if notice else unlisted_values(grounding, passages, prepared.pages.options),
         repeats_earlier=not notice and repeats_earlier_answer(answer, earlier),
     )
 

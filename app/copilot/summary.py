@@ -20,11 +20,13 @@ from app.copilot.events import (
     Quote,
     Recitation,
     Splice,
+    UnlistedValue,
 )
 from app.copilot.gate import weak_match_warning, why_refused
 from app.copilot.source_paths import short_paths
 
 Level = Literal["warning", "note"]
+MAX_LISTED = 8  # values of an option's list named in a warning; sinfo's --states lists thirty
 
 
 def stats_parts(final: Final) -> list[str]:
@@ -84,6 +86,7 @@ def check_notes(final: Final, code: Callable[[str], str]) -> list[tuple[Level, s
     notes += [("warning", miscomparison(wrong)) for wrong in final.miscompared]
     notes += [("warning", example_fact(told)) for told in final.example_facts]
     notes += [("warning", misplaced(setting, code)) for setting in final.misplaced]
+    notes += [("warning", unlisted_value(unlisted, code)) for unlisted in final.unlisted]
     notes += [("note", recitation(recited)) for recited in final.recitations]
     notes += [("note", misattribution(item, code)) for item in final.misattributed]
     notes += [("note", misquotation(quote)) for quote in final.misquoted]
@@ -218,6 +221,23 @@ def misplaced(setting: MisplacedSetting, code: Callable[[str], str], words: Call
     said = f"the answer puts {code(setting.key)} in {code(setting.file)}, whose man page never names it"
     page = f" ({words(setting.title)})" if setting.title else ""
     return f"{said}; [{setting.source}]{page} defines it: check where it is set" if setting.source else said
+
+
+def unlisted_value(unlisted: UnlistedValue, code: Callable[[str], str], words: Callable[[str], str] = str) -> str:
+    """A value the answer gives an option whose entry lists its values, and not that one (option_values.py). `words`
+    renders the page's title (the front end's escaping)."""
+    more = len(unlisted.listed) - MAX_LISTED
+    listed = [*unlisted.listed[:MAX_LISTED], *([f"{more} more"] if more > 0 else [])]
+    choices = ", ".join(listed[:-1]) + f" or {listed[-1]}" if len(listed) > 1 else listed[0]
+    where = (
+        f"[{unlisted.source}] ({words(unlisted.title)}) lists"
+        if unlisted.source
+        else f"{words(unlisted.tool)}'s page lists, in an entry no passage holds"
+    )
+    return (
+        f"the answer gives {code(unlisted.option)} of {code(unlisted.tool)} the value {code(unlisted.value)}, "
+        f"which is not one of those {where}: {choices}; {words(unlisted.tool)} will not take it as it stands"
+    )
 
 
 def example_fact(told: ExampleFact) -> str:

@@ -159,6 +159,8 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         "example_facts": [[f.own, list(f.theirs), f.source] for f in final.example_facts],
         "cut_code": [final.cut_code.written, final.cut_code.source] if final.cut_code else None,
         "misplaced_settings": [[m.key, m.file, m.source] for m in final.misplaced],
+        # [tool, option, value, source]: a value its option's entry does not list (option_values.py)
+        "unlisted_values": [[u.tool, u.option, u.value, u.source] for u in final.unlisted],
     }
 
 

@@ -29,6 +29,7 @@ from app.copilot.events import (
     Quote,
     Recitation,
     Splice,
+    UnlistedValue,
 )
 from app.copilot.gate import weak_match_warning
 from app.copilot.summary import (
@@ -52,6 +53,7 @@ from app.copilot.summary import (
     source_heading,
     splice,
     stats_parts,
+    unlisted_value,
     why_not_found,
 )
 
@@ -142,6 +144,7 @@ def details_html(final: Final) -> str:
             final.example_facts,
             final.cut_code,
             final.misplaced,
+            final.unlisted,
         ),
         "" if final.withheld else definitions_html(final.definitions),
         sources_html(final.sources),
@@ -329,6 +332,7 @@ def grounding_html(
     told_of_yours: Sequence[ExampleFact] = (),
     cut: CutCode | None = None,
     misplaced_settings: Sequence[MisplacedSetting] = (),
+    unlisted: Sequence[UnlistedValue] = (),
 ) -> str:
     """Warnings for commands, options, paths, code and specifics (names, numbers...) in no passage, and bad [n]."""
     lines = [f"<li>{cut_command(cut, _code_html)}</li>"] if cut else []
@@ -347,6 +351,7 @@ def grounding_html(
     lines += [f"<li>{inert_html(miscomparison(wrong))}</li>" for wrong in miscompared]
     lines += [f"<li>{inert_html(example_fact(told))}</li>" for told in told_of_yours]
     lines += [f"<li>{misplaced(setting, _code_html, inert_html)}</li>" for setting in misplaced_settings]
+    lines += [f"<li>{unlisted_value(value, _code_html, inert_html)}</li>" for value in unlisted]
     found = sum(item.found for item in items)
     note = (
         f'<div class="sr-ok">✓ {found} command/path/code/specific item(s) found in the sources</div>' if found else ""
