@@ -92,6 +92,7 @@ def defined_options(
     question: str = "",
     pages: Mapping[str, Mapping[str, Entry]] | None = None,
     sections: Mapping[str, Mapping[str, Mapping[str, Entry]]] | None = None,
+    names: Mapping[str, Entry] | None = None,
 ) -> list[Definition]:
     """The definitions passages give of the options, settings and subcommands in the answer's code,
     then of the settings its prose names (`InactiveLimit`: a word with two capitals or more), then
@@ -105,9 +106,13 @@ def defined_options(
     tool's own pages in the index ({tool: {name: entry}}: tool_pages.py), and shown with source 0; a setting or
     subcommand in `sections` ({tool: {heading: {name: entry}}}), in the one section of the tool's page that defines
     the most of the line's names, two at least (`scontrol update NodeName=... State=DOWN`: the nodes' update
-    specifications, where `State` is a node's)."""
+    specifications, where `State` is a node's). A setting, variable or state code of no tool's line (a bare
+    `DefaultTime=1:00:00`, a name in prose) that no passage defines is looked up in `names`, those every tool page
+    defining them defines one way (tool_pages.one_meaning_names): asked which variable holds a job's task count, an
+    answer gave `SLURM_ARRAY_TASK_COUNT`, which no passage defined and the pages define as "Total number of tasks
+    in a job array." (fresh14, session 60)."""
     entries = [entry for passage in passages for entry in entries_of(passage)]
-    pages, sections = pages or {}, sections or {}
+    pages, sections, names = pages or {}, sections or {}, names or {}
     if not entries and not pages and not sections:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
@@ -117,10 +122,12 @@ def defined_options(
     asked = [*options(question), *SETTING.findall(question), *_STATE_CODE.findall(question)]
     used.append(("", [(name, "") for name in asked]))
     shown: dict[str, Definition] = {}
-    for tool, names in used:
-        section = _section_of([name for name, _ in names], sections.get(tool, {}))
-        for name, value in names:
+    for tool, named in used:
+        section = _section_of([name for name, _ in named], sections.get(tool, {}))
+        for name, value in named:
             entry = entry_for(name, tool, entries) or pages.get(tool, {}).get(name) or section.get(name)
+            if entry is None and not tool and (CONFIG_KEY.fullmatch(name) or _STATE_CODE.fullmatch(name)):
+                entry = names.get(name)  # a setting, variable or state code, not a file name or a plural (CPUs)
             if entry is None:
                 continue
             shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))

@@ -809,7 +809,13 @@ def _checked_final(
             *neighbour_quotes(displayed, passages, prepared.question),
             *swapped_subjects(displayed, passages),
             *defined_options(
-                grounding, passages, displayed, prepared.question, prepared.pages.options, prepared.pages.sections
+                grounding,
+                passages,
+                displayed,
+                prepared.question,
+                prepared.pages.options,
+                prepared.pages.sections,
+                prepared.pages.names,
             ),
         ],
         spliced=[] if notice else spliced_sentences(displayed, passages),

@@ -35,13 +35,17 @@ class ToolPages:
     options: Mapping[str, Mapping[str, Entry]] = field(default_factory=dict)
     settings: Mapping[str, frozenset[str]] = field(default_factory=dict)  # config_files.config_settings
     sections: Mapping[str, Mapping[str, Mapping[str, Entry]]] = field(default_factory=dict)  # tool_sections
+    names: Mapping[str, Entry] = field(default_factory=dict)  # one_meaning_names
 
 
 def read_tool_pages(chunks: Iterable[Any]) -> ToolPages:
     """The tool pages of an index's chunks (with text, title and heading)."""
     chunks = list(chunks)
     entries = list(_tool_entries(chunks))  # read once for the options and the sections
-    return ToolPages(tool_commands(chunks), tool_options(entries), config_settings(chunks), tool_sections(entries))
+    sections = tool_sections(entries)
+    return ToolPages(
+        tool_commands(chunks), tool_options(entries), config_settings(chunks), sections, one_meaning_names(sections)
+    )
 
 
 def tool_options(entries: Iterable[tuple[Entry, str]]) -> dict[str, dict[str, Entry]]:
@@ -66,6 +70,18 @@ def tool_sections(entries: Iterable[tuple[Entry, str]]) -> dict[str, dict[str, d
         for name in (name for name in entry.names if not is_option_name(name)):
             _keep_one_meaning(own, name, entry)
     return {tool: sections for tool, by in found.items() if (sections := _defined(by))}
+
+
+def one_meaning_names(sections: Mapping[str, Mapping[str, Mapping[str, Entry]]]) -> dict[str, Entry]:
+    """{name: entry} for the settings, subcommands and variables that every section of every tool page defining them
+    defines with one first sentence: what a name means when nothing says which tool it belongs to (a bare
+    `DefaultTime=1:00:00`, or `SLURM_ARRAY_TASK_COUNT` in prose)."""
+    found: dict[str, Entry | None] = {}
+    for by_heading in sections.values():
+        for held in by_heading.values():
+            for name, entry in held.items():
+                _keep_one_meaning(found, name, entry)
+    return {name: entry for name, entry in found.items() if entry is not None}
 
 
 def _tool_entries(chunks: Iterable[Any]) -> Iterator[tuple[Entry, str]]:

@@ -109,3 +109,33 @@ def test_a_line_that_names_one_setting_of_several_sections_gets_nothing_from_the
     answer = "[1] Run `scontrol update State=DOWN`."  # which section's State: not the line's to say
     final = final_from_text(QUESTION, [DRAIN_GUIDE], answer, "eos", pages=read_tool_pages(SECTIONS))
     assert final.definitions == []
+
+
+DEFAULT_TIME = (
+    "- DefaultTime=<time>\n- Run time limit used for jobs that don't specify a value. If not set, MaxTime is."
+)
+NAMES = [
+    *SECTIONS,  # scontrol's State, defined two ways
+    _chunk("slurm.conf", DEFAULT_TIME, "PARTITION CONFIGURATION"),
+    _chunk("scontrol", DEFAULT_TIME.replace("If not set, MaxTime is.", "Format is as for MaxTime."), PARTITIONS),
+    _chunk("sbatch", "- SLURM_ARRAY_TASK_COUNT\n- Total number of tasks in a job array.", "OUTPUT ENVIRONMENT"),
+    _chunk("slurmd", "- slurm.conf\n- Readable to all users on all nodes. Must not be writable by others.", "FILES"),
+]
+
+
+def test_a_setting_or_variable_of_no_tools_line_is_explained_where_every_page_defines_it_one_way():
+    names = read_tool_pages(NAMES).names
+    assert (
+        "State" not in names and names["DefaultTime"].text == "Run time limit used for jobs that don't specify a value."
+    )
+    # fresh14 (session 60): asked for the variable holding a job's task count; no passage defined the one given
+    answer = "[1] Read SLURM_ARRAY_TASK_COUNT, or set `DefaultTime=1:00:00` in `slurm.conf`."
+    guide = Passage(1, "A partition may set DefaultTime=30:00 in slurm.conf.", "guide.html", "Limits Guide", "")
+    final = final_from_text(QUESTION, [guide], answer, "eos", pages=read_tool_pages(NAMES))
+    defined = {d.name: (d.source, d.text) for d in final.definitions}
+    assert defined == {
+        "DefaultTime": (0, "Run time limit used for jobs that don't specify a value."),
+        "SLURM_ARRAY_TASK_COUNT": (0, "Total number of tasks in a job array."),
+    }  # not the file's permissions: slurm.conf is a file's name, no setting
+    two_ways = final_from_text(QUESTION, [DRAIN_GUIDE], "[1] Set State to DOWN.", "eos", pages=read_tool_pages(NAMES))
+    assert two_ways.definitions == []
