@@ -7,6 +7,7 @@ one Final event (unless it raised a SpecragError or the consumer stopped early).
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -320,8 +321,15 @@ class Final:
 
     @property
     def adapted(self) -> list[GroundingItem]:
-        """Found items that fill a source's command or option with the user's own values: check the values."""
-        return [item for item in self.grounding if item.found and item.adapted]
+        """Found items that fill a source's command or option with the user's own values: check the values. An item
+        giving an option a value its entry does not list is not one: that value is wrong (`unlisted`)."""
+        return [item for item in self.grounding if item.found and item.adapted and not self._gives_unlisted(item)]
+
+    def _gives_unlisted(self, item: GroundingItem) -> bool:
+        return any(
+            value.option in item.text and re.search(rf"(?<![\w-]){re.escape(value.value)}(?![\w-])", item.text)
+            for value in self.unlisted
+        )
 
     @property
     def assembled(self) -> list[GroundingItem]:

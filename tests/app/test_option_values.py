@@ -70,7 +70,9 @@ def test_every_front_end_warns_and_the_eval_records_it():
         "the answer gives `--state` of `scancel` the value `WAITING`, which is not one of those scancel's page lists, "
         "in an entry no passage holds: PENDING, RUNNING or SUSPENDED; scancel will not take it as it stands"
     )
-    assert ("warning", expected) in check_notes(final, code=lambda text: f"`{text}`")
+    notes = check_notes(final, code=lambda text: f"`{text}`")
+    assert ("warning", expected) in notes
+    assert not any("with your own values" in text for _, text in notes)  # WAITING is no value of the user's to check
     assert "the value <code>WAITING</code>, which is not one of those" in details_html(final)
     assert ":warning: the answer gives `--state` of `scancel` the value `WAITING`" in footer(final)  # Slack
     assert answer_record(final, Question("q", QUESTION))["unlisted_values"] == [["scancel", "--state", "WAITING", 0]]
