@@ -208,14 +208,18 @@ def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
     word it is set to ('' if none).
 
     `scontrol update JobId=<job_id> State=DOWN` runs `scontrol` and uses `update`, `JobId` (set to a
-    placeholder, '') and `State` (set to `DOWN`, which an entry may list among its values)."""
+    placeholder, '') and `State` (set to `DOWN`, which an entry may list among its values). A value with arguments
+    after a colon is set to its name: `--dependency=afterok:123` to `afterok`, which srun's entry lists as "This job
+    can begin execution after the specified jobs have successfully executed", where an answer said it ran the job
+    when they failed (fresh14, session 60)."""
     tool, words = _tool_and_words(item)
     used: dict[str, str] = {}
     for word in words:
         key, _, value = word.partition("=")
         if _TOKEN.fullmatch(key) and key not in used:
             bare = value.strip("\"'")  # State="DOWN" reads as State=DOWN
-            used[key] = bare if _BARE.fullmatch(bare) else ""
+            head = bare.split(":", 1)[0]  # a value with its arguments: `afterok` of `--dependency=afterok:123`
+            used[key] = bare if _BARE.fullmatch(bare) else head if ":" in bare and _BARE.fullmatch(head) else ""
     return tool, list(used.items())
 
 

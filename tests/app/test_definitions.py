@@ -165,6 +165,31 @@ def test_values_are_matched_in_any_case_and_only_among_the_keys_own_list():
     assert named("scontrol update NodeName=n1 Weight=DOWN") == ["Weight"]  # Weight lists no values
 
 
+DEPENDENCY = Passage(  # srun's --dependency entry, its values nested with their arguments
+    2,
+    "- -d, --dependency=<dependency_list>\n- Defer the start of this job until the specified dependencies have been "
+    "satisfied.\n"
+    "    - afterok:job_id[:jobid...]\n    - This job can begin execution after the specified jobs have successfully "
+    "executed (ran to completion with an exit code of zero).\n\n"
+    "    - afternotok:job_id[:jobid...]\n    - This job can begin execution after the specified jobs have terminated "
+    "in some failed state (non-zero exit code, node failure, timed out, etc).",
+    "srun.html",
+    "srun",
+    "OPTIONS",
+)
+
+
+def test_a_value_with_arguments_is_defined_by_its_name():
+    # fresh14 (session 60): asked for a cleanup job that runs only if the main one fails, an answer used afterok
+    line = "srun --dependency=afterok:123 cleanup.sh"
+    defined = defined_options([GroundingItem(line, "code", True)], [DEPENDENCY])
+    assert [d.name for d in defined] == ["--dependency", "--dependency=afterok"]
+    assert defined[1].text.startswith("This job can begin execution after the specified jobs have successfully")
+    assert [
+        d.name for d in defined_options([GroundingItem("srun --dependency=123:4", "code", True)], [DEPENDENCY])
+    ] == ["--dependency"]  # no name before the colon
+
+
 def test_the_value_shows_in_the_notes():
     answer = "[4] Stop new jobs:\n\n```\nscontrol update NodeName=<name> State=DOWN\n```"  # found: NODES' words
     final, defined = _defined(answer, [NODES])
