@@ -116,18 +116,21 @@ def defined_options(
     if not entries and not pages and not sections:
         return []
     used = [_names_used(item) for item in grounding if item.found and item.kind in _CODE_KINDS]
+    in_code = len(used)  # the names of found code come first: a bare word there may be an option's value
     # a specifier's meaning lends an invented line no credit: it says what the letter prints, found or not
     used += [_specifiers_used(item) for item in grounding if item.kind in _CODE_KINDS]
     used.append(("", [(name, "") for name in SETTING.findall(prose(answer))]))
     asked = [*options(question), *SETTING.findall(question), *_STATE_CODE.findall(question)]
     used.append(("", [(name, "") for name in asked]))
     shown: dict[str, Definition] = {}
-    for tool, named in used:
+    for at, (tool, named) in enumerate(used):
         section = _section_of([name for name, _ in named], sections.get(tool, {}))
         for name, value in named:
             entry = entry_for(name, tool, entries) or pages.get(tool, {}).get(name) or section.get(name)
             if entry is None and not tool and (CONFIG_KEY.fullmatch(name) or _STATE_CODE.fullmatch(name)):
                 entry = names.get(name)  # a setting, variable or state code, not a file name or a plural (CPUs)
+            if entry is None and at < in_code and (listed := _listed_as_value(name, entries)) is not None:
+                shown.setdefault(name, Definition(name, *listed))
             if entry is None:
                 continue
             shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
@@ -136,6 +139,20 @@ def defined_options(
             if len(shown) >= MAX_SHOWN:
                 return list(shown.values())[:MAX_SHOWN]
     return list(shown.values())
+
+
+def _listed_as_value(name: str, entries: Sequence[Entry]) -> tuple[str, int, str, str] | None:
+    """(term, source, title, first sentence) of the value named `name` (any case) that the passages' entries list,
+    where they list it one way. Asked to put job 88123 in front of the user's other pending jobs, an answer ran
+    `scontrol requeuehold Incomplete 88123`; `Incomplete` is one of requeuehold's values, "Operate only on jobs (or
+    tasks of a job array) which have not completed.", which says nothing of an order (own-values probe, session 60)."""
+    said = {
+        (term, entry.source, entry.title, text)
+        for entry in entries
+        for _, term, text in entry.values
+        if (head := _BARE.match(term)) is not None and head.group().upper() == name.upper()
+    }
+    return min(said) if len({text for *_, text in said}) == 1 else None
 
 
 def _section_of(names: Sequence[str], sections: Mapping[str, Mapping[str, Entry]]) -> Mapping[str, Entry]:

@@ -190,6 +190,16 @@ def test_a_value_with_arguments_is_defined_by_its_name():
     ] == ["--dependency"]  # no name before the colon
 
 
+def test_a_bare_word_of_code_that_an_entry_lists_as_a_value_is_defined_as_that_value():
+    # fresh13 (session 59): "Use the `afterok` clause ... regardless of A's success or failure"
+    defined = defined_options([GroundingItem("afterok", "code", True)], [DEPENDENCY])
+    assert [(d.name, d.term, d.source) for d in defined] == [("afterok", "afterok:job_id[:jobid...]", 2)]
+    assert defined[0].text.startswith("This job can begin execution after the specified jobs have successfully")
+    assert defined_options([GroundingItem("afterok", "code", False)], [DEPENDENCY]) == []  # an invented item: no credit
+    other = Passage(3, DEPENDENCY.text.replace("(ran to completion", "(exit code 0"), "sbatch.html", "sbatch", "")
+    assert defined_options([GroundingItem("afterok", "code", True)], [DEPENDENCY, other]) == []  # listed two ways
+
+
 def test_the_value_shows_in_the_notes():
     answer = "[4] Stop new jobs:\n\n```\nscontrol update NodeName=<name> State=DOWN\n```"  # found: NODES' words
     final, defined = _defined(answer, [NODES])
