@@ -46,6 +46,9 @@ MAX_CHARS = 160  # a definition's first sentence is cut here
 
 # a definition list's entry line and description line, or a one-line "Name — description" (reason codes)
 _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-Za-z][\w.-]*) — (?P<line>[^\n]+)", re.M)
+# the lines a man page's reader wrapped a description over ("... dependencies have been\nsatisfied completed."):
+# up to a blank line, the next entry or a nested list (indented)
+_WRAPPED = re.compile(r"(?:\n(?![ \t]|- )[^\n]+)+")
 # the values of an entry, as a definition list nested under its description (indented; blank lines between)
 _VALUE = re.compile(r"\n*(?P<indent>[ \t]+)- (?P<term>[^\n]{1,80})\n(?P=indent)- (?P<text>[^\n]+)")
 _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")  # an option or a name: up to '=', '[', '<', a space or ',
@@ -194,7 +197,10 @@ def entries_of(passage: Passage) -> Iterable[Entry]:
             continue
         names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
         if names:
-            values = tuple(_values(passage.text, match.end()))
+            end = match.end()
+            if match.group("text") and (wrapped := _WRAPPED.match(passage.text, end)):
+                text, end = " ".join([text, *wrapped.group().split()]), wrapped.end()
+            values = tuple(_values(passage.text, end))
             yield Entry(names, term, first_sentence(text), passage.number, title, tool, values, text)
 
 

@@ -1,6 +1,6 @@
 """Beside an answer's options stands what its sources say they do, so a real option used wrongly shows."""
 
-from app.copilot.definitions import MAX_SHOWN, defined_options, first_sentence
+from app.copilot.definitions import MAX_SHOWN, defined_options, entries_of, first_sentence
 from app.copilot.events import GroundingItem, Passage
 from app.copilot.grounding import check_grounding
 from app.copilot.pipeline import final_from_text
@@ -167,9 +167,9 @@ def test_values_are_matched_in_any_case_and_only_among_the_keys_own_list():
 
 DEPENDENCY = Passage(  # srun's --dependency entry, its values nested with their arguments
     2,
-    "- -d, --dependency=<dependency_list>\n- Defer the start of this job until the specified dependencies have been "
+    "- -d, --dependency=<dependency_list>\n- Defer the start of this job until the dependencies have been "
     "satisfied.\n"
-    "    - afterok:job_id[:jobid...]\n    - This job can begin execution after the specified jobs have successfully "
+    "    - afterok:job_id[:jobid...]\n    - This job can begin execution after the jobs have successfully "
     "executed (ran to completion with an exit code of zero).\n\n"
     "    - afternotok:job_id[:jobid...]\n    - This job can begin execution after the specified jobs have terminated "
     "in some failed state (non-zero exit code, node failure, timed out, etc).",
@@ -184,17 +184,35 @@ def test_a_value_with_arguments_is_defined_by_its_name():
     line = "srun --dependency=afterok:123 cleanup.sh"
     defined = defined_options([GroundingItem(line, "code", True)], [DEPENDENCY])
     assert [d.name for d in defined] == ["--dependency", "--dependency=afterok"]
-    assert defined[1].text.startswith("This job can begin execution after the specified jobs have successfully")
+    assert defined[1].text.startswith("This job can begin execution after the jobs have successfully")
     assert [
         d.name for d in defined_options([GroundingItem("srun --dependency=123:4", "code", True)], [DEPENDENCY])
     ] == ["--dependency"]  # no name before the colon
+
+
+def test_a_description_the_reader_wrapped_over_lines_is_read_whole_with_its_values_after_it():
+    # srun's --dependency as the HTML reader writes it: the description wrapped, then its values nested
+    wrapped = Passage(
+        2,
+        "- -d, --dependency=<dependency_list>\n- Defer the start of this job until the dependencies have been\n"
+        "satisfied completed. This option does not apply to job steps.\n"
+        "    - afterok:job_id[:jobid...]\n    - This job can begin execution after the jobs have successfully "
+        "executed.\n\n- --deadline=<OPT>\n- Remove the job if no ending is possible.",
+        "srun.html",
+        "srun",
+        "OPTIONS",
+    )
+    dependency, deadline = entries_of(wrapped)
+    assert dependency.text == "Defer the start of this job until the dependencies have been satisfied completed."
+    assert [term for _, term, _ in dependency.values] == ["afterok:job_id[:jobid...]"]
+    assert deadline.text == "Remove the job if no ending is possible."  # the next entry is not read as a wrapped line
 
 
 def test_a_bare_word_of_code_that_an_entry_lists_as_a_value_is_defined_as_that_value():
     # fresh13 (session 59): "Use the `afterok` clause ... regardless of A's success or failure"
     defined = defined_options([GroundingItem("afterok", "code", True)], [DEPENDENCY])
     assert [(d.name, d.term, d.source) for d in defined] == [("afterok", "afterok:job_id[:jobid...]", 2)]
-    assert defined[0].text.startswith("This job can begin execution after the specified jobs have successfully")
+    assert defined[0].text.startswith("This job can begin execution after the jobs have successfully")
     assert defined_options([GroundingItem("afterok", "code", False)], [DEPENDENCY]) == []  # an invented item: no credit
     other = Passage(3, DEPENDENCY.text.replace("(ran to completion", "(exit code 0"), "sbatch.html", "sbatch", "")
     assert defined_options([GroundingItem("afterok", "code", True)], [DEPENDENCY, other]) == []  # listed two ways
