@@ -64,11 +64,12 @@ _COMMENT = re.compile(r"#+\s+[A-Z][^=<>`]*")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
 _SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d[\d\-:/T]*)")  # -N1, -S2014-07-03-11:40 (a date)
 _VALUE_SPLIT = re.compile(r"[:,]")
-# 20, 0-499%10, [1-16], 16G; a date with its hour, as a time value splits at ':' (StartTime=2024-05-01T14:00:00);
-# a date written with slashes, as sreport and sacct take it (start=2/16/09)
-_NUMBER = re.compile(r"[\d.%+\-\[\]]*\d[\d.%+\-\[\]]*[KMGTPkmgtp]?[Bb]?|\d{4}-\d\d-\d\dT\d\d?|\d{1,4}(?:/\d{1,4}){2}")
+# 20, 0-499%10, [1-16], 16G; a job array's task, 5000_7 or 5000_[1-3] (fresh15, session 60: `scancel 5000_7` was
+# flagged); a date with its hour, as a time value splits at ':' (StartTime=2024-05-01T14:00:00); a date written with
+# slashes, as sreport and sacct take it (start=2/16/09)
+_NUMBER = re.compile(r"[\d.%+\-\[\]_]*\d[\d.%+\-\[\]_]*[KMGTPkmgtp]?[Bb]?|\d{4}-\d\d-\d\dT\d\d?|\d{1,4}(?:/\d{1,4}){2}")
 _NUMBER_PREFIX = re.compile(
-    r"[\d.%+\-\[\]]*\d?[\d.%+\-\[\]]*[KMGTPkmgtp]?|\d{4}-\d\d-\d\dT\d{0,2}|\d{1,4}(?:/\d{0,4}){0,2}"
+    r"[\d.%+\-\[\]_]*\d?[\d.%+\-\[\]_]*[KMGTPkmgtp]?|\d{4}-\d\d-\d\dT\d{0,2}|\d{1,4}(?:/\d{0,4}){0,2}"
 )  # its start
 _PLACEHOLDER = re.compile(r"<[^<>]+>|\{[^{}]+\}|\.\.\.")
 _SLOT = re.compile(r"<[^<>\s]+>")

@@ -151,6 +151,19 @@ def test_a_date_with_slashes_or_glued_to_a_short_option_is_a_value_of_the_users(
     assert all(sources.may_complete(line[:end]) for end in range(len(line) - 10, len(line) + 1))
 
 
+def test_a_job_arrays_task_is_a_value_of_the_users():
+    # fresh15 (session 60): "Job 5000 is a job array. How do I cancel only its task number 7?" got the right
+    # `scancel 5000_7`, flagged as found in no source
+    passages = ["Cancel one task of an array: scancel 1234_4. Or a range of them: scancel 1234_[1-3]."]
+    answer = "`scancel 5000_7`, or `scancel 5000_[7-9]`; not `scancel --task 7`"
+    items = {item.text: item for item in check_grounding(answer, passages, "How do I cancel task 7 of job 5000?")}
+    assert items["scancel 5000_7"].found and items["scancel 5000_7"].adapted
+    assert items["scancel 5000_[7-9]"].found
+    assert not items["scancel --task 7"].found
+    sources = GroundingSources(passages, "")
+    assert all(sources.may_complete("scancel 5000_7"[:end]) for end in range(1, 15))
+
+
 def test_the_users_own_values_in_a_sources_command_are_found_and_marked_adapted():
     passages = [
         "Request GPUs with srun --gpus-per-node=volta:3. "
