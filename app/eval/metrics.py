@@ -23,8 +23,9 @@ import re
 import string
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
+from typing import Any
 
 KS = tuple(range(1, 11))
 CANDIDATES = max(KS)
@@ -118,16 +119,49 @@ def reference_contained(answer: str, references: Sequence[str]) -> float | None:
     return float(any(normalize_answer(r) and f" {normalize_answer(r)} " in padded for r in references))
 
 
-def keyword_recall(answer: str, keywords: Sequence[str]) -> float | None:
+# {option: {tool: the option's other forms}}: srun's `--unbuffered` is also its `-u` (option_forms)
+OptionForms = Mapping[str, Mapping[str, frozenset[str]]]
+_OPTION = re.compile(r"--?[A-Za-z][\w-]*")
+
+
+def keyword_recall(answer: str, keywords: Sequence[str], forms: OptionForms | None = None) -> float | None:
     """Share of `keywords` in `answer` (whitespace collapsed, punctuation kept); None without any.
 
     A keyword counts only as a whole: where it begins or ends with a word character, the answer must not
     go on with one there (`Name=` is not in `--job-name=`, `cpu` is not in `cpus`). Case is ignored except
-    in an option (`-N` and `-n` are two options)."""
+    in an option (`-N` and `-n` are two options). An option keyword also counts in another form its tool's page
+    gives it (`forms`), on a line that runs that tool: `srun -u prog` holds `--unbuffered`, `squeue -u` does not
+    (fresh15, session 60: `srun -u` and `sbatch -e`, each right, had scored nothing)."""
     if not keywords:
         return None
     text = _SPACE.sub(" ", answer)
-    return round(sum(_keyword_in(_SPACE.sub(" ", k.strip()), text) for k in keywords) / len(keywords), 6)
+    found = (
+        _keyword_in(_SPACE.sub(" ", k.strip()), text) or _other_form_in(k.strip(), answer, forms or {})
+        for k in keywords
+    )
+    return round(sum(found) / len(keywords), 6)
+
+
+def _other_form_in(keyword: str, answer: str, forms: OptionForms) -> bool:
+    for tool, others in forms.get(keyword, {}).items():
+        for line in answer.splitlines():
+            ran = re.search(rf"(?<![\w./-]){re.escape(tool)}(?![\w.-])", line)
+            if ran and any(_keyword_in(other, line[ran.end() :]) for other in others):
+                return True
+    return False
+
+
+def option_forms(options: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, frozenset[str]]]:
+    """The forms of each option, from each tool's option entries ({tool: {name: entry}}, tool_pages.ToolPages'
+    `options`), whose terms name them all (`-u, --unbuffered`)."""
+    forms: dict[str, dict[str, frozenset[str]]] = {}
+    for tool, entries in options.items():
+        for entry in entries.values():
+            names = {match.group() for form in entry.term.split(",") if (match := _OPTION.match(form.strip()))}
+            for name in names:
+                if others := frozenset(names - {name}):
+                    forms.setdefault(name, {})[tool] = others
+    return forms
 
 
 def _keyword_in(keyword: str, text: str) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
 from app.copilot.tool_pages import ToolPages, read_tool_pages
+from app.eval.metrics import option_forms
 from app.eval.questions import Question, read_questions
 from app.eval.results import read_results, results_file
 from app.eval.runner import abstention_record, answer_record, content_scores
@@ -44,6 +45,7 @@ def rescore_rows(
     """The rows with their answers scored again, and how many were kept as they were, by reason; `pages`, what the
     index's tool pages say (tool_pages.py), as the live checks read them."""
     out, kept = [], {"no answer": 0, "gated": 0, "drafted": 0}
+    forms = option_forms(pages.options) if pages else {}
     for row in rows:
         answer = row.get("answer")
         reason = "no answer" if not answer else "gated" if answer["finish_reason"] == "gated" else ""
@@ -70,7 +72,7 @@ def rescore_rows(
             row
             | {
                 # the gate's reading is the eval's: rescoring runs no retrieval or model
-                "answer": answer_record(final, question) | {"relevance": answer.get("relevance")},
+                "answer": answer_record(final, question, forms) | {"relevance": answer.get("relevance")},
                 "abstention": abstention_record(final.shown, question),
             }
         )

@@ -35,7 +35,7 @@ def evaluate_question(
         if retrieval_only:
             return row
         final = collect(copilot.answer(question.question, options=options, passages=passages))
-        row["answer"] = answer_record(final, question)
+        row["answer"] = answer_record(final, question, metrics.option_forms(copilot.tool_pages().options))
         row["abstention"] = abstention_record(final.shown, question)  # what the user saw: a withheld answer abstains
         row["speed"] = speed_record(final.stats)
         if compare_plain:
@@ -74,17 +74,18 @@ def retrieve(copilot: Copilot, question: Question, k: int) -> tuple[list[Passage
     return candidates[:k], record
 
 
-def content_scores(said: str, question: Question) -> dict[str, Any]:
-    """How much of the expected answer `said` holds: keyword recall, exact match, token F1, reference contained."""
+def content_scores(said: str, question: Question, forms: metrics.OptionForms | None = None) -> dict[str, Any]:
+    """How much of the expected answer `said` holds: keyword recall (an option in any of its forms: `forms`,
+    metrics.option_forms), exact match, token F1, reference contained."""
     return {
-        "keyword_recall": metrics.keyword_recall(said, question.keywords),
+        "keyword_recall": metrics.keyword_recall(said, question.keywords, forms),
         "exact_match": metrics.exact_match(said, question.references),
         "f1": metrics.token_f1(said, question.references),
         "reference_contained": metrics.reference_contained(said, question.references),
     }
 
 
-def answer_record(final: Final, question: Question) -> dict[str, Any]:
+def answer_record(final: Final, question: Question, forms: metrics.OptionForms | None = None) -> dict[str, Any]:
     citations = final.citations
     items = final.grounding
     # a gated answer to an answerable question gives none of the answer, only the refusal and its nearest
@@ -98,7 +99,7 @@ def answer_record(final: Final, question: Question) -> dict[str, Any]:
         # the relevance gate's reading: best similarity, the judge's verdict when it was asked (gate.py)
         "relevance": final.relevance,
         "passages_in_prompt": len(final.passages),
-        **content_scores(said, question),
+        **content_scores(said, question, forms),
         "citations": {
             "valid": not citations.invalid,
             "markers": citations.markers,

@@ -87,6 +87,33 @@ def test_keyword_recall_counts_a_keyword_only_as_a_whole_and_an_option_in_its_ca
     assert metrics.keyword_recall("Use -N 3 with GrpTRES=cpu=100.", ["-N", "cpu", "GrpTRES"]) == 1.0
 
 
+def test_an_option_keyword_counts_in_another_form_its_tools_page_gives_it_on_a_line_of_that_tool():
+    from types import SimpleNamespace
+
+    from app.copilot.tool_pages import read_tool_pages
+
+    def chunk(title: str, text: str) -> SimpleNamespace:
+        return SimpleNamespace(text=text, source=f"{title}.html", title=title, heading="OPTIONS")
+
+    pages = read_tool_pages(
+        [
+            chunk(
+                "srun", "- -u, --unbuffered\n- By default, the connection between slurmstepd and the task is buffered."
+            ),
+            chunk(
+                "squeue", "- -u, --user=<user_list>\n- Request jobs or job steps from a comma separated list of users."
+            ),
+        ]
+    )
+    forms = metrics.option_forms(pages.options)
+    assert forms["--unbuffered"] == {"srun": frozenset({"-u"})} and forms["-u"]["squeue"] == frozenset({"--user"})
+    # fresh15 (session 60): `srun -u`, right, had scored nothing for "--unbuffered"
+    assert metrics.keyword_recall("Run:\n```\nsrun -u my_program\n```", ["--unbuffered"], forms) == 1.0
+    assert metrics.keyword_recall("Run `srun -u my_program`.", ["--unbuffered"]) == 0.0  # without the pages, as before
+    assert metrics.keyword_recall("Run `squeue -u alice`.", ["--unbuffered"], forms) == 0.0  # squeue's -u is --user
+    assert metrics.keyword_recall("Use the `-u` option.", ["--unbuffered"], forms) == 0.0  # no line runs srun
+
+
 def test_a_gated_answer_is_scored_as_saying_nothing_though_its_source_titles_hold_a_keyword():
     from app.copilot import citations as cite
     from app.copilot.events import Final, Passage, Turn
