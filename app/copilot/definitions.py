@@ -49,6 +49,8 @@ _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-
 # the lines a man page's reader wrapped a description over ("... dependencies have been\nsatisfied completed."):
 # up to a blank line, the next entry or a nested list (indented)
 _WRAPPED = re.compile(r"(?:\n(?![ \t]|- )[^\n]+)+")
+# a nested entry anywhere: its term's line at any indent (a chunk may cut the first one's), its description indented
+_NESTED = re.compile(r"^[ \t]*- (?P<term>[^\n]{1,80})\n[ \t]+- (?P<text>[^\n]+)", re.M)
 # the values of an entry, as a definition list nested under its description (indented; blank lines between)
 _VALUE = re.compile(r"\n*(?P<indent>[ \t]+)- (?P<term>[^\n]{1,80})\n(?P=indent)- (?P<text>[^\n]+)")
 _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")  # an option or a name: up to '=', '[', '<', a space or ',
@@ -86,6 +88,7 @@ class Entry:
     tool: str  # the passage's page title when it names a command (`scontrol`), else ''
     values: tuple[tuple[frozenset[str], str, str], ...] = ()  # (names, term, first sentence) of each listed value
     description: str = ""  # the whole description line
+    orphan: bool = False  # a nested entry whose parent the passage does not hold (_orphans)
 
 
 def defined_options(
@@ -189,6 +192,7 @@ def entries_of(passage: Passage) -> Iterable[Entry]:
     for match in _SPECIFIER_ENTRY.finditer(passage.text):
         spec, text = match.group("spec"), match.group("text")
         yield Entry(frozenset({spec}), spec, first_sentence(text), passage.number, title, tool, (), text)
+    covered: list[tuple[int, int]] = []  # where the nested lists read as entries' values lie
     for match in _ENTRY.finditer(passage.text):
         term = (match.group("term") or match.group("name")).strip()
         text = (match.group("text") or match.group("line")).removeprefix("- ")
@@ -200,18 +204,38 @@ def entries_of(passage: Passage) -> Iterable[Entry]:
             end = match.end()
             if match.group("text") and (wrapped := _WRAPPED.match(passage.text, end)):
                 text, end = " ".join([text, *wrapped.group().split()]), wrapped.end()
-            values = tuple(_values(passage.text, end))
+            values, listed_to = _values(passage.text, end)
+            covered.append((end, listed_to))
             yield Entry(names, term, first_sentence(text), passage.number, title, tool, values, text)
+    yield from _orphans(passage, covered, title, tool)
 
 
-def _values(text: str, at: int) -> Iterable[tuple[frozenset[str], str, str]]:
+def _orphans(passage: Passage, covered: Sequence[tuple[int, int]], title: str, tool: str) -> Iterable[Entry]:
+    """The nested entries whose parent the passage does not hold, each as an entry of its own: a chunk that starts
+    inside squeue's list of `--Format` fields holds `PendingTime`, "The time (in seconds) between start time and
+    submit time of the job.", which an answer gave as `EligibleTime`'s meaning (fresh15, session 60). The chunker
+    may have cut the first one's indent ("- Partition" then "    - Partition of the job ...")."""
+    for match in _NESTED.finditer(passage.text):
+        if any(start <= match.start() < stop for start, stop in covered):
+            continue
+        term, text = match.group("term").strip(), match.group("text")
+        if not _TERM.fullmatch(term) or _OPTION_START.match(text) or " " not in text.strip():
+            continue
+        names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
+        if names:
+            yield Entry(names, term, first_sentence(text), passage.number, title, tool, (), text, orphan=True)
+
+
+def _values(text: str, at: int) -> tuple[tuple[tuple[frozenset[str], str, str], ...], int]:
     """The nested entries right after an entry's description (at `at`): each value's names (upper case), term and
-    first sentence, while the indented list goes on."""
+    first sentence, while the indented list goes on; and where the list ends."""
+    values = []
     while (match := _VALUE.match(text, at)) is not None:
         term, at = match.group("term").strip(), match.end()
         names = frozenset(word.upper() for form in term.split(",") for word in _BARE.findall(form))
         if names:
-            yield names, term, first_sentence(match.group("text"))
+            values.append((names, term, first_sentence(match.group("text"))))
+    return tuple(values), at
 
 
 def _names_of(form: str) -> list[str]:

@@ -85,12 +85,13 @@ def one_meaning_names(sections: Mapping[str, Mapping[str, Mapping[str, Entry]]])
 
 
 def _tool_entries(chunks: Iterable[Any]) -> Iterator[tuple[Entry, str]]:
-    """(entry, its section heading) of every entry of the pages titled by a command."""
+    """(entry, its section heading) of every entry of the pages titled by a command. A nested entry whose parent
+    its chunk does not hold is left out: which list it belongs to, and so what its name means there, is unknown."""
     for chunk in chunks:
         heading = getattr(chunk, "heading", "") or ""
         passage = Passage(0, chunk.text, chunk.source, chunk.title, heading, 0.0)
         for entry in entries_of(passage):
-            if entry.tool:
+            if entry.tool and not entry.orphan:
                 yield entry, heading.strip()
 
 

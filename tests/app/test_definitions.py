@@ -208,6 +208,24 @@ def test_a_description_the_reader_wrapped_over_lines_is_read_whole_with_its_valu
     assert deadline.text == "Remove the job if no ending is possible."  # the next entry is not read as a wrapped line
 
 
+def test_a_nested_entry_whose_parent_the_passage_does_not_hold_is_an_entry_of_its_own():
+    # a chunk that starts inside srun's list of --dependency values, the first term's indent cut by the chunker
+    cut = Passage(
+        3,
+        "- afterok:job_id[:jobid...]\n    - This job can begin execution after the jobs have successfully executed.\n\n"
+        "    - singleton\n    - This job can begin execution after any previously launched jobs sharing the same job "
+        "name and user have terminated.",
+        "srun.html",
+        "srun",
+        "OPTIONS",
+    )
+    entries = list(entries_of(cut))
+    assert [sorted(e.names) for e in entries] == [["afterok"], ["singleton"]] and all(e.orphan for e in entries)
+    (defined,) = defined_options([GroundingItem("afterok", "code", True)], [cut])
+    assert (defined.name, defined.source) == ("afterok", 3)
+    assert not any(e.orphan for e in entries_of(DEPENDENCY))  # values under their parent stay its values
+
+
 def test_a_bare_word_of_code_that_an_entry_lists_as_a_value_is_defined_as_that_value():
     # fresh13 (session 59): "Use the `afterok` clause ... regardless of A's success or failure"
     defined = defined_options([GroundingItem("afterok", "code", True)], [DEPENDENCY])

@@ -139,3 +139,8 @@ def test_a_setting_or_variable_of_no_tools_line_is_explained_where_every_page_de
     }  # not the file's permissions: slurm.conf is a file's name, no setting
     two_ways = final_from_text(QUESTION, [DRAIN_GUIDE], "[1] Set State to DOWN.", "eos", pages=read_tool_pages(NAMES))
     assert two_ways.definitions == []
+
+
+def test_a_nested_entry_cut_from_its_parent_is_no_tools_name():
+    cut = _chunk("squeue", "- Partition\n    - Partition of the job or job step. (Valid for jobs and job steps)")
+    assert read_tool_pages([cut]).sections == {}  # which list it belongs to is unknown
