@@ -10,7 +10,8 @@ other check says anything.
 So a run of MIN_WORDS words or more of the answer's prose that the description of one entry
 holds, and no other entry's, is reported when neither the question nor the rest of the answer
 names that entry. A word names it when one starts with the other, in any case for a code
-(`drain` names DRAINING and DRAINED) and exactly for an option (`-m` is not `-M`). Only
+(`drain` names DRAINING and DRAINED), exactly for an option (`-m` is not `-M`), and for a setting
+as `_named` says (a plain word that starts it does not: "pending" is no PendingTime). Only
 entries headed by an option, a setting (`TimeLimit`) or a code of capitals count: a list of
 plain words may be any bulleted list.
 """
@@ -30,6 +31,7 @@ MIN_WORDS = 8  # shorter runs are common phrases ("for each user on each cluster
 MIN_CHARS = 40
 _CODE = re.compile(r"[A-Z][A-Z0-9_]{2,}")  # a code of 3 capitals or more (MIX, IDLE); a setting is definitions.SETTING
 _WORD = re.compile(r"--?[A-Za-z][\w-]*|\w[\w-]*")
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")  # the words of a setting's name: Pending, Time; TRES, Billing
 
 
 def neighbour_quotes(answer: str, passages: Sequence[Passage], question: str) -> list[Definition]:
@@ -76,11 +78,24 @@ def _runs(text: str, passages: Sequence[Passage], entries: Sequence[Entry]) -> l
 
 def _named(name: str, texts: Sequence[str]) -> bool:
     """Does a word of `texts` name `name`? An option by itself or, a long one, by its bare name ("the
-    ignore-pbs option"); a code or setting by a word of 4 letters or more that starts it or that it starts."""
+    ignore-pbs option"); a code by a word of 4 letters or more that starts it or that it starts (`drain` names
+    DRAINING); a setting by itself in any case, by its words in a row ("pending time" names PendingTime, "pending"
+    does not: fresh15's question about a pending job had hidden an answer quoting PendingTime's words as
+    EligibleTime's), or by a setting that starts it or that it starts (`AssocGrpCpuLimit` names `AssocGrp`)."""
     if name.startswith("-"):
         forms = {name, name.lstrip("-")} if name.startswith("--") else {name}
         return any(word in forms for text in texts for word in _WORD.findall(text))
     key = name.lower()
+    if not _CODE.fullmatch(name):  # a setting: "pending" does not name PendingTime, AssocGrpCpuLimit names AssocGrp
+        spaced = " ".join(_CAMEL.findall(name)).lower()
+        for text in texts:
+            words = _WORD.findall(text)
+            if f" {spaced} " in f" {' '.join(words).lower()} " or key in (word.lower() for word in words):
+                return True
+            for word in (word.lower() for word in words if SETTING.fullmatch(word)):
+                if len(word) >= 4 and (word.startswith(key) or key.startswith(word)):
+                    return True
+        return False
     for text in texts:
         for word in (word.lower() for word in _WORD.findall(text)):
             if word == key or (len(word) >= 4 and (word.startswith(key) or key.startswith(word))):

@@ -121,6 +121,32 @@ def test_a_long_option_is_named_by_its_bare_name_too():
     }
 
 
+# a chunk that starts inside squeue's list of --Format fields: the first term lost its indent, no parent entry
+FIELDS = Passage(
+    2,
+    "- Partition\n    - Partition of the job or job step. (Valid for jobs and job steps)\n\n"
+    "    - PendingTime\n    - The time (in seconds) between start time and submit time of the job. If the job has "
+    "not started yet, then the time (in seconds) between now and the submit time of the job. (Valid for jobs only)",
+    "squeue.html",
+    "squeue",
+    "OPTIONS",
+)
+
+
+def test_a_settings_words_quoted_for_another_are_its_own_though_a_plain_word_of_the_question_starts_it():
+    # fresh15 (session 60): "pending" in the question had counted as naming PendingTime
+    question = "How can I see the time from which a pending job became eligible to run?"
+    answer = (
+        '[2] The scontrol show job command shows the "EligibleTime" field, which indicates the time (in seconds) '
+        "between start time and submit time of the job."
+    )
+    (quoted,) = neighbour_quotes(answer, [FIELDS], question)
+    assert (quoted.name, quoted.source) == ("PendingTime", 2) and quoted.quoted.startswith("the time (in seconds)")
+    named = [answer.replace("EligibleTime", "PendingTime"), answer.replace('"EligibleTime" field', "pending time")]
+    assert [neighbour_quotes(text, [FIELDS], question) for text in named] == [[], []]
+    assert neighbour_quotes(answer, [FIELDS], "Why is it PendingTimeLimit?") == []  # a setting that starts with it
+
+
 def test_the_eval_records_the_neighbours_words_apart_from_definitions():
     final = final_from_text(ASKED, [STATES], FAILING_WORDS, "eos")
     record = answer_record(final, Question("r-2", ASKED))
