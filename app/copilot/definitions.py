@@ -49,6 +49,7 @@ _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-
 # the lines a man page's reader wrapped a description over ("... dependencies have been\nsatisfied completed."):
 # up to a blank line, the next entry or a nested list (indented)
 _WRAPPED = re.compile(r"(?:\n(?![ \t]|- )[^\n]+)+")
+_LEADING_DASHES = re.compile(r"^\s*(?:-\s+)*")  # an empty item before a description ("- threads", "-", "- Automatically")
 # a nested entry anywhere: its term's line at any indent (a chunk may cut the first one's), its description indented
 _NESTED = re.compile(r"^[ \t]*- (?P<term>[^\n]{1,80})\n[ \t]+- (?P<text>[^\n]+)", re.M)
 # the values of an entry, as a definition list nested under its description (indented; blank lines between)
@@ -137,10 +138,12 @@ def defined_options(
                 entry = names.get(name)  # a setting, variable or state code, not a file name or a plural (CPUs)
             if entry is None and at < in_code and (listed := _listed_as_value(name, entries)) is not None:
                 shown.setdefault(name, Definition(name, *listed))
-            if entry is None:
-                continue
-            shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
-            if (meaning := _value_of(entry, value)) is not None:
+            if entry is not None:
+                shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
+            # its value, from its entry's list or from a passage that goes on with that list without it
+            parents = [entry] if entry is not None else []
+            parents += [held for held in entries if not held.text and name in held.names]
+            if value and (meaning := next(filter(None, (_value_of(held, value) for held in parents)), None)):
                 shown.setdefault(f"{name}={value}", Definition(f"{name}={value}", *meaning))
             if len(shown) >= MAX_SHOWN:
                 return list(shown.values())[:MAX_SHOWN]
@@ -207,7 +210,28 @@ def entries_of(passage: Passage) -> Iterable[Entry]:
             values, listed_to = _values(passage.text, end)
             covered.append((end, listed_to))
             yield Entry(names, term, first_sentence(text), passage.number, title, tool, values, text)
-    yield from _orphans(passage, covered, title, tool)
+    orphans = list(_orphans(passage, covered, title, tool))
+    yield from orphans
+    if orphans and (parent := _labelled_parent(passage, orphans, title, tool)) is not None:
+        yield parent
+
+
+def _labelled_parent(passage: Passage, orphans: Sequence[Entry], title: str, tool: str) -> Entry | None:
+    """The entry a passage's orphans are the values of, where its chunk's label names it (`passage.entry`: a chunk
+    that goes on with slurm.conf's `SchedulerParameters` list holds `bf_window`, `bf_continue` ... without the key):
+    an entry with no description of its own, which lends its values only."""
+    names = frozenset(name for form in passage.entry.split(",") for name in _names_of(form.strip()) if len(name) > 1)
+    if not names or not _TERM.fullmatch(passage.entry.strip()):
+        return None
+    values = tuple(
+        (
+            frozenset(word.upper() for form in orphan.term.split(",") for word in _BARE.findall(form)),
+            orphan.term,
+            orphan.text,
+        )
+        for orphan in orphans
+    )
+    return Entry(names, passage.entry.strip(), "", passage.number, title, tool, values, "", orphan=True)
 
 
 def _orphans(passage: Passage, covered: Sequence[tuple[int, int]], title: str, tool: str) -> Iterable[Entry]:
@@ -218,7 +242,7 @@ def _orphans(passage: Passage, covered: Sequence[tuple[int, int]], title: str, t
     for match in _NESTED.finditer(passage.text):
         if any(start <= match.start() < stop for start, stop in covered):
             continue
-        term, text = match.group("term").strip(), match.group("text")
+        term, text = match.group("term").strip(), _LEADING_DASHES.sub("", match.group("text"))
         if not _TERM.fullmatch(term) or _OPTION_START.match(text) or " " not in text.strip():
             continue
         names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
@@ -234,7 +258,7 @@ def _values(text: str, at: int) -> tuple[tuple[tuple[frozenset[str], str, str], 
         term, at = match.group("term").strip(), match.end()
         names = frozenset(word.upper() for form in term.split(",") for word in _BARE.findall(form))
         if names:
-            values.append((names, term, first_sentence(match.group("text"))))
+            values.append((names, term, first_sentence(_LEADING_DASHES.sub("", match.group("text")))))
     return tuple(values), at
 
 
@@ -265,8 +289,9 @@ def _names_used(item: GroundingItem) -> tuple[str, list[tuple[str, str]]]:
         key, _, value = word.partition("=")
         if _TOKEN.fullmatch(key) and key not in used:
             bare = value.strip("\"'")  # State="DOWN" reads as State=DOWN
-            head = bare.split(":", 1)[0]  # a value with its arguments: `afterok` of `--dependency=afterok:123`
-            used[key] = bare if _BARE.fullmatch(bare) else head if ":" in bare and _BARE.fullmatch(head) else ""
+            # a value with its arguments: `afterok` of `--dependency=afterok:123`, `bf_window` of `bf_window=2880`
+            head = re.split(r"[:=]", bare, maxsplit=1)[0]
+            used[key] = bare if _BARE.fullmatch(bare) else head if head != bare and _BARE.fullmatch(head) else ""
     return tool, list(used.items())
 
 
@@ -287,7 +312,7 @@ def _tool_and_words(item: GroundingItem) -> tuple[str, list[str]]:
 
 def entry_for(name: str, tool: str, entries: Sequence[Entry]) -> Entry | None:
     """The definition of `name`: from the line's own tool's page first; a one-letter option only from there."""
-    holding = [entry for entry in entries if name in entry.names]
+    holding = [entry for entry in entries if name in entry.names and entry.text]  # not a labelled parent's
     own = [entry for entry in holding if tool and entry.tool == tool]
     if own:
         return own[0]

@@ -97,5 +97,5 @@ def _takes_value(entry: Entry) -> bool:
 
 def _entry(tool: str, option: str, entries: Sequence[Entry], pages: Mapping[str, Mapping[str, Entry]]) -> Entry | None:
     """The option's entry on the tool's own page: a passage's first, else the index's (source 0)."""
-    own = [entry for entry in entries if entry.tool == tool and option in entry.names]
+    own = [entry for entry in entries if entry.tool == tool and option in entry.names and entry.text]
     return own[0] if own else pages.get(tool, {}).get(option)

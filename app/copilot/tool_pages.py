@@ -41,11 +41,24 @@ class ToolPages:
 def read_tool_pages(chunks: Iterable[Any]) -> ToolPages:
     """The tool pages of an index's chunks (with text, title and heading)."""
     chunks = list(chunks)
-    entries = list(_tool_entries(chunks))  # read once for the options and the sections
+    read = list(_tool_entries(chunks))  # read once for the options and the sections
+    entries = [(entry, heading) for entry, heading in read if not entry.orphan]
     sections = tool_sections(entries)
-    return ToolPages(
-        tool_commands(chunks), tool_options(entries), config_settings(chunks), sections, one_meaning_names(sections)
-    )
+    options = _with_lent_values(tool_options(entries), [entry for entry, _ in read if entry.orphan and not entry.text])
+    return ToolPages(tool_commands(chunks), options, config_settings(chunks), sections, one_meaning_names(sections))
+
+
+def _with_lent_values(options: dict[str, dict[str, Entry]], parents: Iterable[Entry]) -> dict[str, dict[str, Entry]]:
+    """`options` with the values that chunks going on with an option's list lend it (definitions._labelled_parent):
+    srun's `--cpu-bind` entry and its list of values (`verbose`, `cores` ...) lie in different chunks."""
+    for parent in parents:
+        for name in parent.names:
+            held = options.get(parent.tool, {}).get(name)
+            if held is not None:
+                known = {term for _, term, _ in held.values}
+                lent = tuple(value for value in parent.values if value[1] not in known)
+                options[parent.tool][name] = replace(held, values=held.values + lent)
+    return options
 
 
 def tool_options(entries: Iterable[tuple[Entry, str]]) -> dict[str, dict[str, Entry]]:
@@ -85,13 +98,14 @@ def one_meaning_names(sections: Mapping[str, Mapping[str, Mapping[str, Entry]]])
 
 
 def _tool_entries(chunks: Iterable[Any]) -> Iterator[tuple[Entry, str]]:
-    """(entry, its section heading) of every entry of the pages titled by a command. A nested entry whose parent
-    its chunk does not hold is left out: which list it belongs to, and so what its name means there, is unknown."""
+    """(entry, its section heading) of every entry of the pages titled by a command, orphans included (a nested entry
+    whose parent its chunk does not hold, and the parent its chunk's label names): which list an orphan belongs to,
+    and so what its name means there, is unknown, so only the labelled parent's values are used (`read_tool_pages`)."""
     for chunk in chunks:
         heading = getattr(chunk, "heading", "") or ""
-        passage = Passage(0, chunk.text, chunk.source, chunk.title, heading, 0.0)
+        passage = Passage(0, chunk.text, chunk.source, chunk.title, heading, 0.0, entry=getattr(chunk, "entry", ""))
         for entry in entries_of(passage):
-            if entry.tool and not entry.orphan:
+            if entry.tool:
                 yield entry, heading.strip()
 
 

@@ -226,6 +226,24 @@ def test_a_nested_entry_whose_parent_the_passage_does_not_hold_is_an_entry_of_it
     assert not any(e.orphan for e in entries_of(DEPENDENCY))  # values under their parent stay its values
 
 
+def test_a_passage_that_goes_on_with_an_options_list_lends_the_labelled_option_its_values():
+    # the chunker's label names the entry a chunk goes on with; its list of values starts the chunk, without the key
+    cut = Passage(
+        3,
+        "- afterok:job_id[:jobid...]\n    - This job can begin execution after the jobs have successfully executed.\n\n"
+        "    - singleton\n      -       - This job can begin execution after any previous job of that name ended.",
+        "srun.html",
+        "srun",
+        "OPTIONS",
+        entry="-d, --dependency=<dependency_list>",
+    )
+    defined = defined_options([GroundingItem("srun --dependency=singleton job.sh", "code", True)], [cut])
+    # no definition of --dependency itself: the passage does not hold its description
+    assert [(d.name, d.text) for d in defined] == [
+        ("--dependency=singleton", "This job can begin execution after any previous job of that name ended.")
+    ]
+
+
 def test_a_bare_word_of_code_that_an_entry_lists_as_a_value_is_defined_as_that_value():
     # fresh13 (session 59): "Use the `afterok` clause ... regardless of A's success or failure"
     defined = defined_options([GroundingItem("afterok", "code", True)], [DEPENDENCY])

@@ -144,3 +144,16 @@ def test_a_setting_or_variable_of_no_tools_line_is_explained_where_every_page_de
 def test_a_nested_entry_cut_from_its_parent_is_no_tools_name():
     cut = _chunk("squeue", "- Partition\n    - Partition of the job or job step. (Valid for jobs and job steps)")
     assert read_tool_pages([cut]).sections == {}  # which list it belongs to is unknown
+
+
+def test_an_options_values_in_the_chunk_after_its_entry_are_lent_to_it():
+    entry = _chunk("srun", "- --cpu-bind=[{quiet|verbose},]<type>\n- Bind tasks to CPUs.")
+    values = _chunk("srun", "- threads\n      -       - Automatically generate masks binding tasks to threads.")
+    values.entry = "--cpu-bind=[{quiet|verbose},]<type>"  # the chunker's label: the entry the chunk goes on with
+    (lent,) = read_tool_pages([entry, values]).options["srun"]["--cpu-bind"].values
+    assert lent == (frozenset({"THREADS"}), "threads", "Automatically generate masks binding tasks to threads.")
+    guide = Passage(1, "Bind each task to a thread: srun --cpu-bind=threads a.out", "guide.html", "Affinity Guide", "")
+    answer = "[1] Bind to threads:\n\n```\nsrun --cpu-bind=threads a.out\n```"
+    final = final_from_text(QUESTION, [guide], answer, "eos", pages=read_tool_pages([entry, values]))
+    defined = {d.name: (d.source, d.text) for d in final.definitions}
+    assert defined["--cpu-bind=threads"] == (0, "Automatically generate masks binding tasks to threads.")
