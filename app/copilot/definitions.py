@@ -49,7 +49,9 @@ _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-
 # the lines a man page's reader wrapped a description over ("... dependencies have been\nsatisfied completed."):
 # up to a blank line, the next entry or a nested list (indented)
 _WRAPPED = re.compile(r"(?:\n(?![ \t]|- )[^\n]+)+")
-_LEADING_DASHES = re.compile(r"^\s*(?:-\s+)*")  # an empty item before a description ("- threads", "-", "- Automatically")
+_LEADING_DASHES = re.compile(
+    r"^\s*(?:-\s+)*"
+)  # an empty item before a description ("- threads", "-", "- Automatically")
 # a nested entry anywhere: its term's line at any indent (a chunk may cut the first one's), its description indented
 _NESTED = re.compile(r"^[ \t]*- (?P<term>[^\n]{1,80})\n[ \t]+- (?P<text>[^\n]+)", re.M)
 # the values of an entry, as a definition list nested under its description (indented; blank lines between)
@@ -202,7 +204,7 @@ def entries_of(passage: Passage) -> Iterable[Entry]:
         # not an entry: a list of sentences or of "Name: text" lines, or an undescribed term before the next one
         if not _TERM.fullmatch(term) or _OPTION_START.match(text) or " " not in text.strip():
             continue
-        names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
+        names = _entry_names(term)
         if names:
             end = match.end()
             if match.group("text") and (wrapped := _WRAPPED.match(passage.text, end)):
@@ -220,17 +222,10 @@ def _labelled_parent(passage: Passage, orphans: Sequence[Entry], title: str, too
     """The entry a passage's orphans are the values of, where its chunk's label names it (`passage.entry`: a chunk
     that goes on with slurm.conf's `SchedulerParameters` list holds `bf_window`, `bf_continue` ... without the key):
     an entry with no description of its own, which lends its values only."""
-    names = frozenset(name for form in passage.entry.split(",") for name in _names_of(form.strip()) if len(name) > 1)
+    names = _entry_names(passage.entry)
     if not names or not _TERM.fullmatch(passage.entry.strip()):
         return None
-    values = tuple(
-        (
-            frozenset(word.upper() for form in orphan.term.split(",") for word in _BARE.findall(form)),
-            orphan.term,
-            orphan.text,
-        )
-        for orphan in orphans
-    )
+    values = tuple((_value_names(orphan.term), orphan.term, orphan.text) for orphan in orphans)
     return Entry(names, passage.entry.strip(), "", passage.number, title, tool, values, "", orphan=True)
 
 
@@ -245,7 +240,7 @@ def _orphans(passage: Passage, covered: Sequence[tuple[int, int]], title: str, t
         term, text = match.group("term").strip(), _LEADING_DASHES.sub("", match.group("text"))
         if not _TERM.fullmatch(term) or _OPTION_START.match(text) or " " not in text.strip():
             continue
-        names = frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
+        names = _entry_names(term)
         if names:
             yield Entry(names, term, first_sentence(text), passage.number, title, tool, (), text, orphan=True)
 
@@ -256,10 +251,20 @@ def _values(text: str, at: int) -> tuple[tuple[tuple[frozenset[str], str, str], 
     values = []
     while (match := _VALUE.match(text, at)) is not None:
         term, at = match.group("term").strip(), match.end()
-        names = frozenset(word.upper() for form in term.split(",") for word in _BARE.findall(form))
+        names = _value_names(term)
         if names:
             values.append((names, term, first_sentence(_LEADING_DASHES.sub("", match.group("text")))))
     return tuple(values), at
+
+
+def _entry_names(term: str) -> frozenset[str]:
+    """The names an entry's term gives, over its comma-separated forms (`-l, --label`)."""
+    return frozenset(name for form in term.split(",") for name in _names_of(form.strip()) if len(name) > 1)
+
+
+def _value_names(term: str) -> frozenset[str]:
+    """The names a listed value's term gives, upper case as Slurm reads values (`[no]verbose`: NO, VERBOSE)."""
+    return frozenset(word.upper() for form in term.split(",") for word in _BARE.findall(form))
 
 
 def _names_of(form: str) -> list[str]:
