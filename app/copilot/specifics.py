@@ -31,6 +31,11 @@ a comparable form:
   writes that key with that number shortly after it, or the question gives the number. Asked which
   limits "our" student QOS has, an answer listed `LimitFactor: 2` and two more such values, settings
   its passages describe with no value at all (fresh4 `h-24`, session 35);
+- identifier: a configuration key or variable named in prose (CamelCase, or capitals with an underscore:
+  `SLURM_NODE_NAME`) that no passage and not the question writes; only such ones are listed (always not
+  found). Asked which variable names the node a batch script runs on, an answer gave "SLURM_NODE_NAME", which
+  no Slurm page has (`SLURMD_NODENAME` is right; fresh16, session 60), and nothing was flagged: code is checked,
+  and the answer had none. Over every saved answer, 88 of 89 such names in prose are the passages' own;
 - name: two or three capitalised words in a row (a sentence's first word is skipped when
   the sources use it) of which at least two appear nowhere in the passages or question,
   such as a made-up person ("John Smith"); only such names are listed (always not found):
@@ -164,7 +169,8 @@ class SpecificsChecker:
         """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
         prose = prose_of(answer)
         items: dict[str, GroundingItem] = {}
-        for _, kind, text in _specific_spans(prose, _names(prose, self._vocabulary)):
+        names = [*_names(prose, self._vocabulary), *self._identifiers(prose)]
+        for _, kind, text in _specific_spans(prose, names):
             items.setdefault(text, GroundingItem(text, kind, self._found(kind, text)))
         return list(items.values())
 
@@ -181,7 +187,13 @@ class SpecificsChecker:
             return _time_key(text) in self._times
         if kind == "setting":
             return self._setting_found(text)
-        return False  # a name is listed only when its words are in no source
+        return False  # a name or an identifier is listed only when no source has it
+
+    def _identifiers(self, prose: str) -> Iterable[tuple[int, str, str]]:
+        """(start, "identifier", text) of each configuration key or variable of `prose` that no source writes."""
+        for match in CONFIG_KEY.finditer(prose):
+            if not re.search(rf"(?<![\w-]){re.escape(match.group())}(?![\w-])", self._sources):
+                yield match.start(), "identifier", match.group()
 
     def _setting_found(self, text: str) -> bool:
         """Whether a source writes the key with this number shortly after it (`MaxArraySize=1001`,
@@ -223,8 +235,11 @@ def _phones(text: str) -> list[tuple[int, str]]:
     return found
 
 
-def _specific_spans(prose: str, names: Iterable[tuple[int, str]] = ()) -> list[tuple[int, str, str]]:
-    """(start, kind, text) of each specific of `prose` (and each of `names`) in order of appearance; where spans
+def _specific_spans(
+    prose: str, names: Iterable[tuple[int, str] | tuple[int, str, str]] = ()
+) -> list[tuple[int, str, str]]:
+    """(start, kind, text) of each specific of `prose` (and each of `names`: (start, text) of a name, or (start, kind,
+    text)) in order of appearance; where spans
     overlap, the first and longest (a host inside an email or URL is not listed again). An extension is a phone
     number, and a phone-shaped number after a word naming an identifier is a `number`."""
     extractors = {
@@ -238,7 +253,7 @@ def _specific_spans(prose: str, names: Iterable[tuple[int, str]] = ()) -> list[t
         "time": _times,
     }
     spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
-    spans += [(start, "name", text) for start, text in names]
+    spans += [(span[0], "name", span[1]) if len(span) == 2 else span for span in names]
     spans += [(m.start(), "setting", m.group(0)) for m in _SETTING_VALUE.finditer(prose)]
     listed, covered = [], -1  # covered: the end of the last listed span
     for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):

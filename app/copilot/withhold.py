@@ -256,7 +256,8 @@ def example_credential_notice(answer: str, passages: Sequence[str]) -> str:
 # "our", "we" or "us" in the same sentence ("What is our team's maintenance window...", "Where do we keep the
 # certificate...", "Which of our nodes", "Before I book it, who signs it off, and how much notice do we give?").
 # "How" asks for a way, not a fact, except as "how much / many / long / often" (fresh6 `s6-19`, session 44).
-_NOT_VALUES = ("code", "command", "option", "path")  # grounding kinds that are ways to do or find, not values
+# grounding kinds that are ways to do or find, or names of them, not values
+_NOT_VALUES = ("code", "command", "option", "path", "identifier")
 _OWN_SITE_QUESTION = re.compile(
     r"(?:^|[.?!,;:]\s+)(?:what|which|where|when|who|how\s+(?:much|many|long|often))\b[^.?!]*\b(?:our|we|us)\b", re.I
 )

@@ -151,6 +151,18 @@ def test_a_date_with_slashes_or_glued_to_a_short_option_is_a_value_of_the_users(
     assert all(sources.may_complete(line[:end]) for end in range(len(line) - 10, len(line) + 1))
 
 
+def test_a_variable_or_setting_named_in_prose_that_no_source_has_is_flagged():
+    # fresh16 (session 60): "Which environment variable tells a batch script the name of its node?" got a bare
+    # "[3] SLURM_NODE_NAME", which no Slurm page has; with no code in the answer, nothing had been flagged
+    sources = ["- SLURMD_NODENAME\n- Name of the node running the job script.", "Set MaxJobCount in slurm.conf."]
+    answer = "[1] SLURM_NODE_NAME holds it; MaxJobCount and SLURMD_NODENAME are the sources' own. Ask about NodeName."
+    items = {item.text: (item.kind, item.found) for item in check_grounding(answer, sources, "What is NodeName?")}
+    assert items == {"SLURM_NODE_NAME": ("identifier", False)}  # the question's NodeName is the user's own word
+    assert (
+        withheld_notice(check_grounding("[1] Our variable is SLURM_NODE_NAME.", sources, "What is our variable?")) == ""
+    )
+
+
 def test_a_job_arrays_task_is_a_value_of_the_users():
     # fresh15 (session 60): "Job 5000 is a job array. How do I cancel only its task number 7?" got the right
     # `scancel 5000_7`, flagged as found in no source
@@ -353,7 +365,7 @@ def test_a_phone_shaped_job_id_or_task_range_is_a_number_flagged_but_not_withhel
     assert withheld_notice(check_grounding("Cancel job 12345678 and tasks 1000-2000 [1].", SOURCES, "")) == ""
     # a setting's value (a dev answer's invented MaxJobId default) is a claim to check, not a contact
     setting = "[4] MaxJobId: the largest job ID. The default value is 1000000000."
-    assert specifics(setting) == {"1000000000": ("number", False)}
+    assert specifics(setting) == {"1000000000": ("number", False), "MaxJobId": ("identifier", False)}
     assert withheld_notice(check_grounding(setting, SOURCES, "")) == ""
     assert specifics("The maximum wait is over: call 5551234567 [1].")["5551234567"][0] == "phone"  # contact word
 
