@@ -142,9 +142,11 @@ def defined_options(
                 shown.setdefault(name, Definition(name, *listed))
             if entry is not None:
                 shown.setdefault(name, Definition(name, entry.term, entry.source, entry.title, entry.text))
-            # its value, from its entry's list or from a passage that goes on with that list without it
+            # its value, from its entry's list or from a passage that goes on with that list without it; a passage's
+            # before the index's pages (source 0), so that the operator is sent to the passage
             parents = [entry] if entry is not None else []
             parents += [held for held in entries if not held.text and name in held.names]
+            parents.sort(key=lambda held: held.source == 0)
             if value and (meaning := next(filter(None, (_value_of(held, value) for held in parents)), None)):
                 shown.setdefault(f"{name}={value}", Definition(f"{name}={value}", *meaning))
             if len(shown) >= MAX_SHOWN:

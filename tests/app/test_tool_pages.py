@@ -157,3 +157,7 @@ def test_an_options_values_in_the_chunk_after_its_entry_are_lent_to_it():
     final = final_from_text(QUESTION, [guide], answer, "eos", pages=read_tool_pages([entry, values]))
     defined = {d.name: (d.source, d.text) for d in final.definitions}
     assert defined["--cpu-bind=threads"] == (0, "Automatically generate masks binding tasks to threads.")
+    # a passage that holds the list itself is named before the index's pages
+    held = Passage(2, values.text, "srun.html", "srun", "OPTIONS", entry=values.entry)
+    final = final_from_text(QUESTION, [guide, held], answer, "eos", pages=read_tool_pages([entry, values]))
+    assert {d.name: d.source for d in final.definitions}["--cpu-bind=threads"] == 2
