@@ -73,6 +73,9 @@ SETTING = re.compile(r"(?<![\w-])(?=(?:[a-z0-9_]*[A-Z]){2})(?=\w*[a-z_])[A-Za-z]
 # acronym (GPUs); the withheld-value rule (withhold.py) and the setting-value specific (specifics.py) share it
 CONFIG_KEY = re.compile(r"(?=\w*(?:[a-z][A-Z]|_))" + SETTING.pattern)
 _STATE_CODE = re.compile(r"(?<![\w-])[A-Z][A-Z0-9_]{3,}(?![\w-])")
+# a two-letter code the question asks about (squeue's `CF`, `NF`): explained where a passage's entry is headed by it.
+# Asked what `CF` means, an answer gave `CG`'s description (fresh16, session 60); CF's own now stands beside it
+_SHORT_CODE = re.compile(r"(?<![\w-])[A-Z]{2}(?![\w-])")
 # a format specifier's entry ("- %S" then "- Actual or expected start time ..."), at any indent; and one in use,
 # with its field width ("%.18i", "%-10u")
 _SPECIFIER_ENTRY = re.compile(r"^[ \t]*- (?P<spec>%[A-Za-z])[ \t]*\n[ \t]*- (?P<text>[^\n]+)", re.M)
@@ -129,7 +132,12 @@ def defined_options(
     # a specifier's meaning lends an invented line no credit: it says what the letter prints, found or not
     used += [_specifiers_used(item) for item in grounding if item.kind in _CODE_KINDS]
     used.append(("", [(name, "") for name in SETTING.findall(prose(answer))]))
-    asked = [*options(question), *SETTING.findall(question), *_STATE_CODE.findall(question)]
+    asked = [
+        *options(question),
+        *SETTING.findall(question),
+        *_STATE_CODE.findall(question),
+        *_SHORT_CODE.findall(question),
+    ]
     used.append(("", [(name, "") for name in asked]))
     shown: dict[str, Definition] = {}
     for at, (tool, named) in enumerate(used):

@@ -244,6 +244,23 @@ def test_a_passage_that_goes_on_with_an_options_list_lends_the_labelled_option_i
     ]
 
 
+def test_a_two_letter_code_the_question_asks_about_is_defined_beside_a_neighbours_words():
+    codes = Passage(
+        1,
+        "- CF CONFIGURING\n- Job has been allocated resources, but are waiting for them to become ready for use.\n"
+        "- CG COMPLETING\n- Job is in the process of completing. Some processes on some nodes may still be active.",
+        "squeue.html",
+        "squeue",
+        "JOB STATE CODES",
+    )
+    # fresh16 (session 60): asked about CF, the answer gave CG's description
+    answer = "[1] The job is in the process of completing. Some processes on some nodes may still be active."
+    final = final_from_text("A job shows the state code CF in squeue. What is it doing?", [codes], answer, "eos")
+    assert [(d.name, d.quoted != "") for d in final.definitions] == [("CG", True), ("CF", False)]
+    plain = final_from_text("Is my job OK? It says so in squeue.", [codes], answer, "eos")
+    assert [d.name for d in plain.definitions] == ["CG"]  # OK is no code any entry is headed by
+
+
 def test_a_bare_word_of_code_that_an_entry_lists_as_a_value_is_defined_as_that_value():
     # fresh13 (session 59): "Use the `afterok` clause ... regardless of A's success or failure"
     defined = defined_options([GroundingItem("afterok", "code", True)], [DEPENDENCY])
