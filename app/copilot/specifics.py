@@ -163,14 +163,18 @@ class SpecificsChecker:
         self._quantities = {quantity_key(text) for _, text in quantities(_with_digits(self._sources))}
         self._times = {_time_key(text) for _, text in _times(self._sources)}
         self._vocabulary = {w.casefold() for w in _WORD.findall(self._sources)}
+        self._keys = set(CONFIG_KEY.findall(self._sources))  # configuration keys and variables, whole
         self._question_numbers = {float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?", question)}
 
     def check(self, answer: str) -> list[GroundingItem]:
         """The specifics of the answer's prose, in order of appearance, each once, marked found or not."""
         prose = prose_of(answer)
         items: dict[str, GroundingItem] = {}
-        names = [*_names(prose, self._vocabulary), *self._identifiers(prose)]
-        for _, kind, text in _specific_spans(prose, names):
+        named = [(start, "name", text) for start, text in _names(prose, self._vocabulary)]
+        named += [
+            (m.start(), "identifier", m.group()) for m in CONFIG_KEY.finditer(prose) if m.group() not in self._keys
+        ]
+        for _, kind, text in _specific_spans(prose, named):
             items.setdefault(text, GroundingItem(text, kind, self._found(kind, text)))
         return list(items.values())
 
@@ -188,12 +192,6 @@ class SpecificsChecker:
         if kind == "setting":
             return self._setting_found(text)
         return False  # a name or an identifier is listed only when no source has it
-
-    def _identifiers(self, prose: str) -> Iterable[tuple[int, str, str]]:
-        """(start, "identifier", text) of each configuration key or variable of `prose` that no source writes."""
-        for match in CONFIG_KEY.finditer(prose):
-            if not re.search(rf"(?<![\w-]){re.escape(match.group())}(?![\w-])", self._sources):
-                yield match.start(), "identifier", match.group()
 
     def _setting_found(self, text: str) -> bool:
         """Whether a source writes the key with this number shortly after it (`MaxArraySize=1001`,
@@ -235,13 +233,11 @@ def _phones(text: str) -> list[tuple[int, str]]:
     return found
 
 
-def _specific_spans(
-    prose: str, names: Iterable[tuple[int, str] | tuple[int, str, str]] = ()
-) -> list[tuple[int, str, str]]:
-    """(start, kind, text) of each specific of `prose` (and each of `names`: (start, text) of a name, or (start, kind,
-    text)) in order of appearance; where spans
-    overlap, the first and longest (a host inside an email or URL is not listed again). An extension is a phone
-    number, and a phone-shaped number after a word naming an identifier is a `number`."""
+def _specific_spans(prose: str, named: Iterable[tuple[int, str, str]] = ()) -> list[tuple[int, str, str]]:
+    """(start, kind, text) of each specific of `prose` (and each of `named`: names and identifiers no source has)
+    in order of appearance; where spans overlap, the first and longest (a host inside an email or URL is not listed
+    again). An extension is a phone number, and a phone-shaped number after a word naming an identifier is a
+    `number`."""
     extractors = {
         "email": _emails,
         "url": _urls,
@@ -253,7 +249,7 @@ def _specific_spans(
         "time": _times,
     }
     spans = [(start, kind, text) for kind, extract in extractors.items() for start, text in extract(prose)]
-    spans += [(span[0], "name", span[1]) if len(span) == 2 else span for span in names]
+    spans += list(named)
     spans += [(m.start(), "setting", m.group(0)) for m in _SETTING_VALUE.finditer(prose)]
     listed, covered = [], -1  # covered: the end of the last listed span
     for start, kind, text in sorted(spans, key=lambda span: (span[0], -len(span[2]))):
