@@ -49,9 +49,8 @@ _ENTRY = re.compile(r"^- (?P<term>[^\n]{1,80})\n- (?P<text>[^\n]+)|^(?P<name>[A-
 # the lines a man page's reader wrapped a description over ("... dependencies have been\nsatisfied completed."):
 # up to a blank line, the next entry or a nested list (indented)
 _WRAPPED = re.compile(r"(?:\n(?![ \t]|- )[^\n]+)+")
-_LEADING_DASHES = re.compile(
-    r"^\s*(?:-\s+)*"
-)  # an empty item before a description ("- threads", "-", "- Automatically")
+# an empty item before a description ("- threads", "-", "- Automatically")
+_LEADING_DASHES = re.compile(r"^\s*(?:-\s+)*")
 # a nested entry anywhere: its term's line at any indent (a chunk may cut the first one's), its description indented
 _NESTED = re.compile(r"^[ \t]*- (?P<term>[^\n]{1,80})\n[ \t]+- (?P<text>[^\n]+)", re.M)
 # the values of an entry, as a definition list nested under its description (indented; blank lines between)
