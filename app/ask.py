@@ -21,7 +21,7 @@ from app.copilot import Copilot, CopilotOptions, Final, Passage, Status, Token, 
 from app.copilot.options import one_question_context
 from app.copilot.pipeline import SEARCHING
 from app.copilot.search_process import SearchProcess
-from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
+from app.copilot.summary import check_notes, shown_paths, source_heading, source_marks, stats_parts
 from core.errors import SpecragError
 
 _BLANK_LINES = re.compile(r"\n\s*\n")
@@ -133,11 +133,7 @@ def stats_line(final: Final) -> str:
 def source_line(source: dict, path: str) -> str:
     heading = source_heading(source)
     score = f", score {source['score']:.3f}" if source["score"] is not None else ""
-    marks = []
-    if source["cited"]:
-        marks.append("cited")
-    if source["copied_tokens"]:
-        marks.append(f"{source['copied_tokens']} tokens copied")
+    marks = source_marks(source)
     suffix = f" - {', '.join(marks)}" if marks else ""
     return f"[{source['number']}] {source['title'] or source['path']}{heading} ({path}{score}){suffix}"
 

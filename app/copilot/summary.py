@@ -297,6 +297,15 @@ def source_heading(source: dict[str, Any], escape: Callable[[str], str] = str) -
     return "".join(f" › {escape(source[key])}" for key in ("heading", "entry") if source.get(key))
 
 
+def source_marks(source: dict[str, Any]) -> list[str]:
+    """The marks a listed source (Final.sources) carries in every sources list: cited, and how many
+    answer tokens the drafter copied from it."""
+    copied = source.get("copied_tokens") or 0
+    return (["cited"] if source.get("cited") else []) + (
+        [f"{copied} token{'' if copied == 1 else 's'} copied"] if copied else []
+    )
+
+
 def shown_paths(sources: Sequence[dict[str, Any]]) -> dict[int, str]:
     """Source number -> its path as an operator reads it (source_paths.short_paths)."""
     return dict(zip([s["number"] for s in sources], short_paths([s["path"] for s in sources]), strict=True))

@@ -51,6 +51,7 @@ from app.copilot.summary import (
     said_earlier,
     shown_paths,
     source_heading,
+    source_marks,
     splice,
     stats_parts,
     unlisted_value,
@@ -410,9 +411,7 @@ def source_row(source: dict[str, Any], path: str) -> str:
     n = source["number"]
     heading = source_heading(source, html.escape)
     score = f" · score {source['score']:.3f}" if source.get("score") is not None else ""
-    marks = (["cited"] if source.get("cited") else []) + (
-        [f"{source['copied_tokens']} tokens copied"] if source.get("copied_tokens") else []
-    )
+    marks = source_marks(source)
     badge = f' <span class="sr-badge">{", ".join(marks)}</span>' if marks else ""
     title = html.escape(source.get("title") or source["path"])
     return (

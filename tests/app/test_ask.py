@@ -186,3 +186,14 @@ def test_the_sources_list_names_the_section_and_the_entry_a_passage_goes_on_with
     )  # the entry was left out here while the web and Slack lists showed it
     bare = source | {"title": "", "heading": "", "entry": "", "score": None, "cited": False}
     assert source_line(bare, "squeue.html") == "[2] /docs/squeue.html (squeue.html)"
+
+
+def test_a_source_the_drafter_copied_one_token_from_says_so_in_the_singular_in_every_sources_list():
+    from app.ask import source_line
+    from app.web.render import source_row
+
+    source = {"number": 1, "title": "FTS", "path": "/rb/fts.md", "heading": "", "score": 0.047, "entry": "",
+              "cited": False, "copied_tokens": 1}  # fmt: skip
+    assert source_line(source, "fts.md").endswith("- 1 token copied")  # the chat read "1 tokens copied"
+    assert "1 token copied" in source_row(source, "fts.md") and "1 tokens" not in source_row(source, "fts.md")
+    assert source_line(source | {"copied_tokens": 3, "cited": True}, "fts.md").endswith("- cited, 3 tokens copied")
