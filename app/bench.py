@@ -153,7 +153,10 @@ def run(args: argparse.Namespace) -> int:
         questions.append(question)
         write_results(out, make_report(record, methods, questions, config.sampling.greedy))
 
-    Bench(loaded.engine, config, methods, gguf).run(rows, on_question=save_so_far)
+    bench = Bench(loaded.engine, config, methods, gguf)
+    if bench.llamacpp is not None:  # False: llama.cpp's default weight buffers crash here, so it ran without them
+        record["llamacpp_extra_buffers"] = bench.llamacpp.extra_buffers
+    bench.run(rows, on_question=save_so_far)
     print(write_results(out, make_report(record, methods, questions, config.sampling.greedy)))
     return 0
 

@@ -10,7 +10,11 @@ are not expected to equal ours token for token.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,12 @@ from app.bench_report import run_record
 from core.errors import SpecragError
 
 CONTEXT = 8192  # KV positions llama.cpp reserves; Spec-Bench RAG prompts are ~1-3k tokens
+# llama.cpp as a user starts it, fed one batch of several tokens: the probe run in a child process
+PROBE = """import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=int(sys.argv[2]), verbose=False)
+llm.eval(llm.tokenize(b"one batch of several tokens, as every prompt is"))
+"""
 
 
 class LlamaCppPlain:
@@ -26,9 +36,23 @@ class LlamaCppPlain:
         from llama_cpp import Llama
 
         self.context, self.eos = context, eos
-        self.llm = Llama(
-            model_path=str(gguf), n_ctx=context, n_threads=threads, n_threads_batch=threads, seed=seed, verbose=False
-        )
+        self.extra_buffers = default_buffers_run(gguf, threads)
+        if not self.extra_buffers:
+            print(
+                "specrag bench: llama.cpp crashes on this machine with its default weight buffers (AMX repacking, "
+                "ggml-org/llama.cpp#20824): llamacpp-plain runs without them, on its plain CPU kernels",
+                file=sys.stderr,
+                flush=True,
+            )
+        with nullcontext() if self.extra_buffers else without_extra_buffers():
+            self.llm = Llama(
+                model_path=str(gguf),
+                n_ctx=context,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=seed,
+                verbose=False,
+            )
 
     def run(self, prompt_ids: list[int], config: Any) -> dict:
         """One answer; decode_s = new tokens x llama.cpp's mean step after its first token."""
@@ -54,6 +78,43 @@ class LlamaCppPlain:
         record = run_record(tokens, step * len(tokens), len(tokens), None, 0, finish, text, first - start)
         record["ttft_s"] = record["first_token_s"]  # its own prefill included
         return record
+
+
+def default_buffers_run(gguf: Path, threads: int, probe: str = PROBE) -> bool:
+    """Does llama.cpp, started with its defaults, survive a batch of several tokens on this machine?
+
+    By default it repacks the weights into extra buffer types for the CPU's fastest kernels. On a
+    Sapphire Rapids Xeon (AMX) that crashed the bench in session 61: a 1-token batch decoded, a
+    10-token one segfaulted in ggml's AMX matrix product (ggml-org/llama.cpp#20824, closed unfixed).
+    A segfault cannot be caught in this process, so a child process tries it first."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, str(gguf), str(threads)], capture_output=True, timeout=600, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+@contextmanager
+def without_extra_buffers() -> Iterator[None]:
+    """Within it, a new llama_cpp.Llama loads its weights without extra buffer types (no AMX or CPU
+    repacking), as the engine's own llama.cpp runner always does (generation/llamacpp_lm.py).
+    llama-cpp-python exposes the switch only in the C parameters its constructor makes itself."""
+    from llama_cpp import llama_cpp as bindings
+
+    made = bindings.llama_model_default_params
+
+    def defaults() -> Any:
+        params = made()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = defaults
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = made
 
 
 def check_available(gguf: Path) -> None:

@@ -3,6 +3,7 @@
 import json
 import sys
 import types
+from contextlib import contextmanager
 from typing import ClassVar
 
 import pytest
@@ -94,6 +95,8 @@ class FakeLlama:
 def fake_llamacpp(monkeypatch, tiny_engine, tmp_path):
     FakeLlama.instances, FakeLlama.model = [], tiny_engine[0]
     monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=FakeLlama))
+    # llama.cpp's default buffers run here, unless a test says they crash (test_bench_llamacpp.py probes for real)
+    monkeypatch.setattr("app.bench_llamacpp.default_buffers_run", lambda gguf, threads: True)
     gguf = tmp_path / "target.gguf"
     gguf.write_bytes(b"GGUF")
     return gguf
@@ -299,3 +302,27 @@ def test_a_results_path_the_bench_cannot_write_is_refused_before_any_model_loads
         err = capsys.readouterr().err
         assert code == 2 and says in err and "Traceback" not in err
     assert not loaded  # a wrong --out costs no model load and no measurement
+
+
+def test_llamacpp_plain_runs_without_extra_buffers_where_its_defaults_crash(fake_llamacpp, tmp_path, questions, capsys,
+                                                                             monkeypatch):  # fmt: skip
+    switched = []
+
+    @contextmanager
+    def recording_switch():
+        switched.append("on")
+        yield
+
+    monkeypatch.setattr("app.bench_llamacpp.default_buffers_run", lambda gguf, threads: False)
+    monkeypatch.setattr("app.bench_llamacpp.without_extra_buffers", recording_switch)
+    code, out = run_bench(tmp_path, questions, "--methods", "plain,llamacpp-plain", "--gguf", str(fake_llamacpp))
+    assert code == 0 and switched == ["on"] and len(FakeLlama.instances) == 1
+    assert json.loads(out.read_text())["config"]["llamacpp_extra_buffers"] is False
+    assert "llamacpp-plain runs without them" in capsys.readouterr().err
+
+
+def test_llamacpp_plain_keeps_its_default_buffers_where_they_run(fake_llamacpp, tmp_path, questions, monkeypatch):
+    monkeypatch.setattr("app.bench_llamacpp.default_buffers_run", lambda gguf, threads: True)
+    monkeypatch.setattr("app.bench_llamacpp.without_extra_buffers", lambda: pytest.fail("switched needlessly"))
+    code, out = run_bench(tmp_path, questions, "--methods", "plain,llamacpp-plain", "--gguf", str(fake_llamacpp))
+    assert code == 0 and json.loads(out.read_text())["config"]["llamacpp_extra_buffers"] is True
