@@ -19,12 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.bench_llamacpp import check_available
+from app.bench_llamacpp import check_available, without_extra_buffers
 from app.copilot.options import ModelOptions
 from core.errors import SpecragError
 from generation.model_store import gguf_file
@@ -79,18 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def load(gguf: Path, threads: int, repack: bool, flash_attn: bool, context: int, kv_type: int = 1) -> Any:
     import llama_cpp
-    from llama_cpp import llama_cpp as bindings  # the Llama class reads its model parameters from here
 
-    params = bindings.llama_model_default_params
-    if not repack:
-
-        def without_repacking() -> Any:
-            defaults = params()
-            defaults.use_extra_bufts = False
-            return defaults
-
-        bindings.llama_model_default_params = without_repacking
-    try:
+    with nullcontext() if repack else without_extra_buffers():
         return llama_cpp.Llama(
             model_path=str(gguf),
             n_ctx=context,
@@ -102,8 +93,6 @@ def load(gguf: Path, threads: int, repack: bool, flash_attn: bool, context: int,
             type_v=kv_type,
             verbose=False,
         )
-    finally:
-        bindings.llama_model_default_params = params
 
 
 def probe(llm: Any, context: list[int], tokens: list[int]) -> tuple[float, list[dict]]:
