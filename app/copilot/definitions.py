@@ -57,6 +57,7 @@ _NESTED = re.compile(r"^[ \t]*- (?P<term>[^\n]{1,80})\n[ \t]+- (?P<text>[^\n]+)"
 _VALUE = re.compile(r"\n*(?P<indent>[ \t]+)- (?P<term>[^\n]{1,80})\n(?P=indent)- (?P<text>[^\n]+)")
 _TOKEN = re.compile(r"--?[A-Za-z][\w-]*|[A-Za-z][\w.-]*")  # an option or a name: up to '=', '[', '<', a space or ',
 _SHORT = re.compile(r"-[A-Za-z]")
+_LONG = re.compile(r"--[A-Za-z]")
 _BARE = re.compile(r"[A-Za-z][\w-]*")
 # an entry's term: up to four words, no sentence ("Execute ResumeProgram with ... names.") and no "Name: text" line
 _TERM = re.compile(r"(?!.*(?: — |: |[.,:]$))\S+(?: \S+){0,3}")
@@ -121,7 +122,9 @@ def defined_options(
     `DefaultTime=1:00:00`, a name in prose) that no passage defines is looked up in `names`, those every tool page
     defining them defines one way (tool_pages.one_meaning_names): asked which variable holds a job's task count, an
     answer gave `SLURM_ARRAY_TASK_COUNT`, which no passage defined and the pages define as "Total number of tasks
-    in a job array." (fresh14, session 60)."""
+    in a job array." (fresh14, session 60). So is a long option of no tool's line: asked how to make every node
+    have at least 16 CPUs, an answer gave a bare `--sockets-per-node=16` and said it did that (fresh17, session 61);
+    sbatch, salloc and srun all define it as restricting nodes to those with that many sockets."""
     entries = [entry for passage in passages for entry in entries_of(passage)]
     pages, sections, names = pages or {}, sections or {}, names or {}
     if not entries and not pages and not sections:
@@ -143,8 +146,13 @@ def defined_options(
         section = _section_of([name for name, _ in named], sections.get(tool, {}))
         for name, value in named:
             entry = entry_for(name, tool, entries) or pages.get(tool, {}).get(name) or section.get(name)
-            if entry is None and not tool and (CONFIG_KEY.fullmatch(name) or _STATE_CODE.fullmatch(name)):
-                entry = names.get(name)  # a setting, variable or state code, not a file name or a plural (CPUs)
+            if (
+                entry is None
+                and not tool
+                and (CONFIG_KEY.fullmatch(name) or _STATE_CODE.fullmatch(name) or _LONG.match(name))
+            ):
+                # a setting, variable, state code or long option, not a file name or a plural (CPUs)
+                entry = names.get(name)
             if entry is None and at < in_code and (listed := _listed_as_value(name, entries)) is not None:
                 shown.setdefault(name, Definition(name, *listed))
             if entry is not None:

@@ -45,7 +45,8 @@ def read_tool_pages(chunks: Iterable[Any]) -> ToolPages:
     entries = [(entry, heading) for entry, heading in read if not entry.orphan]
     sections = tool_sections(entries)
     options = _with_lent_values(tool_options(entries), [entry for entry, _ in read if entry.orphan and not entry.text])
-    return ToolPages(tool_commands(chunks), options, config_settings(chunks), sections, one_meaning_names(sections))
+    names = one_meaning_names(sections, options)
+    return ToolPages(tool_commands(chunks), options, config_settings(chunks), sections, names)
 
 
 def _with_lent_values(options: dict[str, dict[str, Entry]], parents: Iterable[Entry]) -> dict[str, dict[str, Entry]]:
@@ -85,14 +86,22 @@ def tool_sections(entries: Iterable[tuple[Entry, str]]) -> dict[str, dict[str, d
     return {tool: sections for tool, by in found.items() if (sections := _defined(by))}
 
 
-def one_meaning_names(sections: Mapping[str, Mapping[str, Mapping[str, Entry]]]) -> dict[str, Entry]:
+def one_meaning_names(
+    sections: Mapping[str, Mapping[str, Mapping[str, Entry]]], options: Mapping[str, Mapping[str, Entry]] | None = None
+) -> dict[str, Entry]:
     """{name: entry} for the settings, subcommands and variables that every section of every tool page defining them
-    defines with one first sentence: what a name means when nothing says which tool it belongs to (a bare
-    `DefaultTime=1:00:00`, or `SLURM_ARRAY_TASK_COUNT` in prose)."""
+    defines with one first sentence, and the long options that every tool defining them does: what a name means
+    when nothing says which tool it belongs to (a bare `DefaultTime=1:00:00`, `SLURM_ARRAY_TASK_COUNT` in prose, a
+    bare `--sockets-per-node=16`, which sbatch, salloc and srun each define as "Restrict node selection to nodes with
+    at least the specified number of sockets."). A one-letter option means something else in every tool: never."""
     found: dict[str, Entry | None] = {}
     for by_heading in sections.values():
         for held in by_heading.values():
             for name, entry in held.items():
+                _keep_one_meaning(found, name, entry)
+    for held in (options or {}).values():
+        for name, entry in held.items():
+            if name.startswith("--"):
                 _keep_one_meaning(found, name, entry)
     return {name: entry for name, entry in found.items() if entry is not None}
 

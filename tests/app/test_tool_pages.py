@@ -161,3 +161,28 @@ def test_an_options_values_in_the_chunk_after_its_entry_are_lent_to_it():
     held = Passage(2, values.text, "srun.html", "srun", "OPTIONS", entry=values.entry)
     final = final_from_text(QUESTION, [guide, held], answer, "eos", pages=read_tool_pages([entry, values]))
     assert {d.name: d.source for d in final.definitions}["--cpu-bind=threads"] == 2
+
+
+SOCKETS = "- --sockets-per-node=<sockets>\n- Restrict node selection to nodes with at least the specified number of sockets."
+OPTION_PAGES = [
+    *(_chunk(tool, SOCKETS) for tool in ("sbatch", "salloc", "srun")),
+    _chunk("sbatch", "- --exclusive\n- The job allocation can not share nodes with other running jobs."),
+    _chunk("srun", "- --exclusive\n- This option applies to job and job step allocations."),  # another meaning
+    _chunk("sbatch", "- -N, --nodes=<n>\n- Request that a minimum of minnodes nodes be allocated to this job."),
+    _chunk("scontrol", "- -N, --nodes\n- Print the nodes' information."),  # -N means something else in each tool
+]
+
+
+def test_a_long_option_of_no_tools_line_is_explained_where_every_tool_defines_it_one_way():
+    pages = read_tool_pages(OPTION_PAGES)
+    assert "--exclusive" not in pages.names and "-N" not in pages.names and "--nodes" not in pages.names
+    # fresh17 (session 61): asked how to have at least 16 CPUs on every node, an answer gave a bare option
+    question = "How do I make sure every node my job gets has at least 16 CPUs?"
+    answer = "[1] Use this option:\n\n```\n--sockets-per-node=16\n```\n\nIt also takes `--exclusive` and `-N 2`."
+    guide = Passage(1, "Use --sockets-per-node=16 and --exclusive with -N 2.", "cpu.html", "CPU Management Guide", "")
+    final = final_from_text(question, [guide], answer, "eos", pages=pages)
+    defined = {d.name: (d.source, d.text) for d in final.definitions}
+    assert defined == {
+        "--sockets-per-node": (0, "Restrict node selection to nodes with at least the specified number of sockets.")
+    }  # not --exclusive (srun says another thing), not the one-letter -N
+    assert "at least the specified number of sockets" in details_html(final)
