@@ -9,7 +9,7 @@ model wrote itself that a passage holds verbatim are found by text (quotes.py).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,19 +29,46 @@ def build_citations(
     origins: Sequence[str],
     passages: Sequence[Passage],
     decode: Callable[[Sequence[int]], str],
+    copies: tuple[Sequence[Sequence[int]], Mapping[int, int]] | None = None,
 ) -> Citations:
+    """The answer's markers and provenance: the drafter's copies from its token `origins`, or, for a saved answer
+    (`copies`: the spans and per-passage token counts `Citations` recorded live), from those."""
     markers = cited_numbers(answer)
     existing = {p.number for p in passages}
-    copied = Counter(n for n in map(passage_of, origins) if n is not None)
+    if copies is None:
+        copied = Counter(n for n in map(passage_of, origins) if n is not None)
+        drafted = provenance_segments(answer, output_ids, origins, decode)
+    else:
+        copied, drafted = Counter(copies[1]), segments_of(answer, copies[0])
     return Citations(
         markers=markers,
         invalid=[n for n in markers if n not in existing],
         copied=dict(sorted(copied.items())),
         # the drafter's copies, and the quotes the model wrote itself (quotes.py)
-        segments=mark_quotes(
-            provenance_segments(answer, output_ids, origins, decode), {p.number: p.text for p in passages}
-        ),
+        segments=mark_quotes(drafted, {p.number: p.text for p in passages}),
+        spans=copied_spans(drafted),
     )
+
+
+def copied_spans(segments: Sequence[Segment]) -> tuple[tuple[int, int, int], ...]:
+    """(start, end, passage) of each copied segment of an answer split by provenance."""
+    spans, start = [], 0
+    for segment in segments:
+        if segment.passage is not None:
+            spans.append((start, start + len(segment.text), segment.passage))
+        start += len(segment.text)
+    return tuple(spans)
+
+
+def segments_of(answer: str, spans: Sequence[Sequence[int]]) -> list[Segment]:
+    """The answer split by provenance again, from its copied spans (`copied_spans`)."""
+    segments, at = [], 0
+    for start, end, passage in sorted(tuple(span) for span in spans):
+        if not at <= start < end <= len(answer):
+            raise ValueError(f"copied span {start}-{end} does not fit an answer of {len(answer)} characters")
+        segments += [Segment(answer[at:start]), Segment(answer[start:end], passage)]
+        at = end
+    return _merge([segment for segment in [*segments, Segment(answer[at:])] if segment.text])
 
 
 def of_shown_text(citations: Citations, shown: str, passages: Sequence[Passage]) -> Citations:

@@ -228,6 +228,9 @@ class Citations:
     invalid: list[int]  # markers that name no passage in the prompt
     copied: dict[int, int]  # passage number -> tokens copied verbatim from it by the drafter
     segments: list[Segment]  # the answer text split by provenance
+    # the drafter's copies as (start, end, passage) character spans of the answer as written: what a saved answer
+    # needs to be scored again with its live provenance (app/eval/rescore.py), since its tokens are not saved
+    spans: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def valid(self) -> list[int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -709,15 +709,17 @@ def final_from_text(
     withheld: str = "",
     history: Sequence[Turn] = (),
     pages: ToolPages | None = None,
+    copies: tuple[Sequence[Sequence[int]], Mapping[int, int]] | None = None,
 ) -> Final:
     """The Final that `answer`, written for `question` (after the turns of `history`) over `passages` and ended
     for `finish`, gets from the pipeline's checks, without a model: what `app.eval.rescore` scores saved answers
-    with. Provenance is by text alone (no drafter origins); `withheld`, a CitationGuard notice the answer was
-    stopped with; `pages`, what the index's tool pages say (tool_pages.py)."""
+    with. Provenance is by text alone, or from `copies`, the drafter's copied spans and tokens per passage the
+    answer's live `Citations` recorded; `withheld`, a CitationGuard notice the answer was stopped with; `pages`,
+    what the index's tool pages say (tool_pages.py)."""
     prepared = _Prepared(question, list(history), [], list(passages), [], [], {}, pages=pages or ToolPages())
     added = quoted_source(answer, _texts(passages)) if withheld == UNCITED else None  # as CitationGuard decides
     notice = "" if added is not None else withheld
-    return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, notice, added)
+    return _checked_final(prepared, answer, [], [], finish, {}, lambda ids: "", {}, notice, added, copies)
 
 
 def _texts(passages: Sequence[Passage]) -> dict[int, str]:
@@ -735,11 +737,12 @@ def _checked_final(
     models: dict[str, Any],
     cited_notice: str = "",
     added: int | None = None,
+    copies: tuple[Sequence[Sequence[int]], Mapping[int, int]] | None = None,
 ) -> Final:
     """The answer's Final: what the user is shown of it, its citations, grounding, quotes and recitations.
     `added`: the passage an uncited answer quotes in every sentence, shown opening it (withhold.py)."""
     passages = prepared.all_passages
-    citations = cite.build_citations(answer, ids, origins, passages, decode)
+    citations = cite.build_citations(answer, ids, origins, passages, decode, copies)
     read = [shown_text(p) for p in passages]  # the passages as the model read them
     displayed, left_out = without_copied(shown_answer(answer, finish), read, prepared.question)  # as Final.shown
     written = displayed  # the conversation goes on with the model's own markers: its KV cache holds them

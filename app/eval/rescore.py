@@ -10,9 +10,11 @@ passages. When those checks change, rerunning the model (~40 min for the 61 Slur
 A row is kept as it was, and counted, when its answer cannot be rescored faithfully: the gate
 refused it (no model ran; only its scores against the expected answer are taken again, so a
 refused answerable question says nothing, as `answer_record` scores it since session 23), or the
-drafter copied tokens into it (the drafter's provenance is not saved, and the checks would see
-those copies only as text). A chunk the index no longer holds is
-an error: rescore against the index the eval ran on. The output is written atomically.
+drafter copied tokens into it and the row predates `copied_spans` (its provenance is not saved,
+and the checks would see those copies only as text). Since session 61 a row records where the
+drafter's copies lie in its text, so an answer from a path that verifies drafts (`int4`, which
+`auto` picks on an AMX Xeon) is rescored with its live provenance. A chunk the index no longer
+holds is an error: rescore against the index the eval ran on. The output is written atomically.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def rescore_rows(
     for row in rows:
         answer = row.get("answer")
         reason = "no answer" if not answer else "gated" if answer["finish_reason"] == "gated" else ""
-        if not reason and answer["citations"].get("copied"):
+        copies = _copies(answer["citations"]) if not reason else None
+        if not reason and answer["citations"].get("copied") and copies is None:
             reason = "drafted"
         if reason:
             kept[reason] += 1
@@ -60,14 +63,18 @@ def rescore_rows(
         question = _question(questions, row)
         passages = [_passage(source, chunk_text, row["id"]) for source in row["retrieval"]["sources"]]
         finish, withheld = answer["finish_reason"], answer.get("withheld", "")
-        final = final_from_text(
-            question.question,
-            passages[: answer["passages_in_prompt"]],
-            answer["text"],
-            finish,
-            withheld,
-            pages=pages,
-        )
+        try:
+            final = final_from_text(
+                question.question,
+                passages[: answer["passages_in_prompt"]],
+                answer["text"],
+                finish,
+                withheld,
+                pages=pages,
+                copies=copies,
+            )
+        except ValueError as err:  # copied spans past the end of the row's own text: the row was edited
+            raise SpecragError(f"row {row['id']}: {err}; rescore the results file an eval wrote") from None
         out.append(
             row
             | {
@@ -77,6 +84,14 @@ def rescore_rows(
             }
         )
     return out, kept
+
+
+def _copies(citations: dict[str, Any]) -> tuple[list[list[int]], dict[int, int]] | None:
+    """The drafter's copies a row recorded (spans in its text, tokens per passage), or None for a row from before
+    they were recorded."""
+    if "copied_spans" not in citations:
+        return None
+    return citations["copied_spans"], {int(n): tokens for n, tokens in citations.get("copied", {}).items()}
 
 
 def _question(questions: dict[str, Question], row: dict[str, Any]) -> Question:

@@ -106,6 +106,8 @@ def answer_record(final: Final, question: Question, forms: metrics.OptionForms |
             "invalid": citations.invalid,
             "cited": citations.valid,
             "copied": {str(n): tokens for n, tokens in citations.copied.items()},
+            # where the drafter's copies lie in `text`: rescoring gives the answer its live provenance again
+            "copied_spans": [list(span) for span in citations.spans],
             "cited_sources": sorted({p.source for p in final.passages if p.number in citations.valid and p.source}),
         },
         "grounding": {

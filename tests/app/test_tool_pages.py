@@ -163,7 +163,9 @@ def test_an_options_values_in_the_chunk_after_its_entry_are_lent_to_it():
     assert {d.name: d.source for d in final.definitions}["--cpu-bind=threads"] == 2
 
 
-SOCKETS = "- --sockets-per-node=<sockets>\n- Restrict node selection to nodes with at least the specified number of sockets."
+SOCKETS = (
+    "- --sockets-per-node=<sockets>\n- Restrict node selection to nodes with at least the specified number of sockets."
+)
 OPTION_PAGES = [
     *(_chunk(tool, SOCKETS) for tool in ("sbatch", "salloc", "srun")),
     _chunk("sbatch", "- --exclusive\n- The job allocation can not share nodes with other running jobs."),

@@ -45,9 +45,9 @@ def test_drafted_and_gated_rows_are_kept_and_a_lost_chunk_is_an_error(saved, fak
     questions_path, results = saved
     rows, _ = load_rows(results)
     questions = {q.id: q for q in read_questions(questions_path)[0]}
-    drafted = rows[0] | {
-        "answer": rows[0]["answer"] | {"citations": rows[0]["answer"]["citations"] | {"copied": {"1": 3}}}
-    }
+    # a row from before copied_spans were recorded: where its copies lie is unknown
+    old_citations = {k: v for k, v in rows[0]["answer"]["citations"].items() if k != "copied_spans"}
+    drafted = rows[0] | {"answer": rows[0]["answer"] | {"citations": old_citations | {"copied": {"1": 3}}}}
     gated = rows[1] | {"answer": rows[1]["answer"] | {"finish_reason": "gated"}}
     rescored, kept = rescore_rows([drafted, gated, rows[2]], questions, chunk_texts(live_chunks(fake_index)))
     assert rescored[:2] == [drafted, gated] and kept == {"no answer": 0, "gated": 1, "drafted": 1}
@@ -65,9 +65,39 @@ def test_drafted_and_gated_rows_are_kept_and_a_lost_chunk_is_an_error(saved, fak
     )
     assert main([str(lost), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(out)]) == 2
     assert "no longer holds chunk gone" in capsys.readouterr().err and not out.exists()
+    cut = rows[2] | {
+        "answer": rows[2]["answer"] | {"citations": rows[2]["answer"]["citations"] | {"copied_spans": [[0, 9999, 1]]}}
+    }
+    lost.write_text(json.dumps(cut) + "\n")
+    assert main([str(lost), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(out)]) == 2
+    assert "does not fit an answer" in capsys.readouterr().err and not out.exists()
     assert (
         main([str(results), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(results)]) == 2
     )
     assert "write the rescored rows to a new file" in capsys.readouterr().err
     assert main([str(results), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(out)]) == 0
     assert json.loads(json.dumps(load_rows(out)[0])) == rows
+
+
+def test_an_answer_the_drafter_copied_into_is_rescored_with_its_live_provenance():
+    from app.copilot.events import Passage
+    from app.copilot.pipeline import _checked_final, _Prepared, final_from_text
+    from app.copilot.tool_pages import ToolPages
+
+    passages = [Passage(1, "Drain it: scontrol update NodeName=c042 State=DRAIN Reason=fan", "rb.md", "Nodes", "")]
+    copied = "scontrol update NodeName=c042 State=DRAIN"
+    answer = f"[1] Run `{copied}` now."
+    start = answer.index(copied)
+    ids = [ord(c) for c in answer]  # one token per character
+    origins = ["target"] * start + ["passage:1"] * len(copied) + ["target"] * (len(answer) - start - len(copied))
+    prepared = _Prepared("How do I drain c042?", [], [], passages, [], [], {}, pages=ToolPages())
+    live = _checked_final(prepared, answer, ids, origins, "eos", {}, lambda done: "".join(map(chr, done)), {})
+    assert live.citations.spans == ((start, start + len(copied), 1),) and live.citations.copied == {1: len(copied)}
+
+    spans, tokens = [list(span) for span in live.citations.spans], dict(live.citations.copied)
+    again = final_from_text("How do I drain c042?", passages, answer, "eos", copies=(spans, tokens))
+    assert again.citations == live.citations and again.quotes == live.quotes
+    by_text = final_from_text("How do I drain c042?", passages, answer, "eos")
+    assert by_text.citations.copied == {} and by_text.citations.spans == ()  # what rescoring gave before
+    with pytest.raises(ValueError, match="does not fit"):
+        final_from_text("How do I drain c042?", passages, answer, "eos", copies=([[5, 500, 1]], tokens))
