@@ -754,8 +754,9 @@ def _checked_final(
     if displayed != answer:  # the markers, sources marked cited and provenance are those of what the user reads
         citations = cite.of_shown_text(citations, displayed, passages)
     numbers = [p.number for p in passages]
-    # a left-out sentence's items are not the user's to check: they never see it
-    checked_text = without_sentences(answer, [*(sentence for sentence, _ in left_out), *said])
+    # a left-out sentence's items are not the user's to check: they never see it; nor are those of a restart a
+    # repetition stop cut short (`SLURM_RESTART` of "[6] ... `SLURM_RESTART", after the whole sentence twice)
+    checked_text = without_sentences(shown_answer(answer, finish), [*(sentence for sentence, _ in left_out), *said])
     grounding = check_grounding(checked_text, read, prepared.asked, numbers, prepared.pages.commands)
     checked = with_example_words(with_tools(grounding, passages, checked_text), read, prepared.asked)
     texts = _texts(passages)

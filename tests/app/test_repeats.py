@@ -134,3 +134,17 @@ def test_the_front_ends_warn_when_a_follow_up_gets_the_earlier_answer_again(tiny
     assert ("warning", REPEATED_EARLIER) not in check_notes(first, code=str)
     assert "This answer says again, word for word" in render.details_html(follow_up)
     assert "word for word" not in render.details_html(first)
+
+
+def test_the_cut_restart_of_a_loop_is_not_checked_either_since_nobody_sees_it():
+    from app.copilot.events import Passage
+    from app.copilot.pipeline import final_from_text
+
+    variable = "SLURM_RESTART_COUNT"
+    sentence = f"The job will have the environment variable `{variable}` set to the number of times it was restarted."
+    passage = Passage(1, f"- {variable}\n- The number of times the job has been restarted.", "sbatch.html", "sbatch")
+    looped = f"[1] {sentence}\n\n[1] {sentence}\n\n[1] The job will have the environment variable `SLURM_RESTART"
+    final = final_from_text("How many times was my job requeued?", [passage], looped, "repeat")
+    assert final.shown == f"[1] {sentence}"
+    # fresh18 (session 61): `SLURM_RESTART`, cut by the stop, was flagged though the shown answer does not hold it
+    assert final.ungrounded == [] and [item.text for item in final.grounding] == [variable]
