@@ -15,7 +15,7 @@ from typing import Any
 
 from app.copilot.events import Citations, Passage, Segment
 from app.copilot.markers import cited_numbers
-from app.copilot.quotes import mark_quotes
+from app.copilot.quotes import mark_quotes, with_quotes
 
 
 def passage_of(origin: str) -> int | None:
@@ -45,7 +45,7 @@ def build_citations(
         invalid=[n for n in markers if n not in existing],
         copied=dict(sorted(copied.items())),
         # the drafter's copies, and the quotes the model wrote itself (quotes.py)
-        segments=mark_quotes(drafted, {p.number: p.text for p in passages}),
+        segments=with_quotes(drafted, {p.number: p.text for p in passages}),
         spans=copied_spans(drafted),
     )
 

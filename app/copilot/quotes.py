@@ -39,6 +39,32 @@ def holds(passage: str, run: str) -> bool:
     return run in passage or (run[:1].swapcase() + run[1:]) in passage
 
 
+def with_quotes(drafted: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[Segment]:
+    """The answer split by provenance: the quotes found in its whole text, and the drafter's copies elsewhere.
+
+    Quotes are looked for across the drafter's copies, not only between them: a drafted piece inside a quote the
+    model wrote around it had cut it into runs too short to count (fresh18 on `int4`, whose drafter copies
+    into most answers: two sentences quoting a source whole were no quote to the checks). A quote's run keeps
+    the passage its sentence cites (`mark_quotes`); the drafter's copies keep theirs outside any quote."""
+    answer = "".join(segment.text for segment in drafted)
+    quoted = mark_quotes([Segment(answer)], passage_texts)
+    owner: list[int | None] = []
+    for segment in drafted:
+        owner += [segment.passage] * len(segment.text)
+    at = 0
+    for segment in quoted:
+        if segment.passage is not None:
+            owner[at : at + len(segment.text)] = [segment.passage] * len(segment.text)
+        at += len(segment.text)
+    out: list[Segment] = []
+    for char, passage in zip(answer, owner, strict=True):
+        if out and out[-1].passage == passage:
+            out[-1] = Segment(out[-1].text + char, passage)
+        else:
+            out.append(Segment(char, passage))
+    return out
+
+
 def mark_quotes(segments: Sequence[Segment], passage_texts: Mapping[int, str]) -> list[Segment]:
     """`segments` with every quote inside the model's own segments split out and given its passage."""
     flattened = {number: flat(text) for number, text in sorted(passage_texts.items())}

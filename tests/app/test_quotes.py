@@ -71,3 +71,32 @@ def test_a_cited_source_that_lacks_the_quote_does_not_take_it():
     passages = {2: "srun: " + TIME_MIN, 3: "sbatch: " + TIME_MIN, 4: "squeue: shows the queue"}
     answer = "[4] Set a minimum time limit on the job allocation with `--time-min`."
     assert [s.passage for s in mark_quotes([Segment(answer)], passages) if s.passage] == [2]
+
+
+def test_a_quote_the_drafter_copied_a_piece_of_is_one_quote_and_its_other_copies_stay():
+    from app.copilot.attribution import judge_quotes
+    from app.copilot.quotes import with_quotes
+
+    # fresh18 on int4: the drafter copied pieces of a sentence the model quoted whole, and the quote checks saw
+    # only runs too short to count. Here the model wrote the quote's ends and the drafter its middle.
+    drafted = [
+        Segment("[3] The reason a job is "),
+        Segment("waiting for", 3),
+        Segment(" execution is printed within parenthesis. Then "),
+        Segment("issue an scontrol", 5),  # a copy outside any quote keeps its passage
+        Segment(" now."),
+    ]
+    texts = {3: SQUEUE, 5: FAQ}
+    segments = with_quotes(drafted, texts)
+    assert "".join(s.text for s in segments) == "".join(s.text for s in drafted)
+    assert [(s.text, s.passage) for s in segments if s.passage is not None] == [
+        ("The reason a job is waiting for execution is printed within parenthesis.", 3),
+        ("issue an scontrol", 5),
+    ]
+    assert [q.text for q in judge_quotes(segments, texts)] == [
+        "The reason a job is waiting for execution is printed within parenthesis."
+    ]
+    # what the checks saw before: the piece after the drafter's copy alone, its start cut off
+    assert [q.text for q in judge_quotes(mark_quotes(drafted, texts), texts)] == [
+        "execution is printed within parenthesis."
+    ]
