@@ -144,6 +144,7 @@ class Copilot:
 
         if need_index:
             require_live(options.index_dir or default_index_dir())
+        import_shared_modules()
         with ThreadPoolExecutor(1, thread_name_prefix="specrag-index") as pool:
             index = pool.submit(cls._open_index, options, need_index)
             loaded = cls._loaded(models, options)
@@ -682,6 +683,16 @@ class Copilot:
             "copied_share": round(copied / len(origins), 4) if origins else 0.0,
             "elapsed_s": round(time.perf_counter() - started, 4),
         }
+
+
+def import_shared_modules() -> None:
+    """Import, in this thread, the transformers modules that both the index's query embedder and the models load.
+
+    transformers' lazy modules are not safe to import from two threads at once: on the `int4` path, where this
+    thread loads the target through transformers while the index opens in another, the chat's start once failed
+    with "cannot import name 'AutoModel' from 'transformers'" in the index thread (session 61, an AMX Xeon). They
+    cost ~1.6 s to import once, which the index thread would otherwise spend."""
+    from transformers import AutoModel, AutoTokenizer  # noqa: F401
 
 
 def past_the_sources(passages: Sequence[Passage]) -> str:

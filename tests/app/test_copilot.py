@@ -1,6 +1,7 @@
 """The copilot pipeline on tiny models: event stream, conversation, budget, citations, engine sharing."""
 
 import json
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -1177,6 +1178,26 @@ def test_with_the_index_first_the_index_opens_while_the_models_load_in_this_thre
     assert loaders == [threading.main_thread()]  # a path's per-thread settings stay with the generating thread
     assert copilot.retrieve("drain a node", 1)
     assert collect(copilot.answer("How do I drain a node?")).stats["new_tokens"] > 0
+
+
+def test_the_modules_both_threads_import_are_imported_before_the_index_thread_starts():
+    # transformers' lazy modules are not safe to import from two threads at once: the chat's start once failed with
+    # "cannot import name 'AutoModel' from 'transformers'" in the index thread. A fresh process, as the chat starts.
+    script = """
+import sys
+from app.copilot import loading, pipeline
+from app.copilot.options import CopilotOptions
+seen = []
+auto = ('transformers.models.auto.modeling_auto', 'transformers.models.auto.tokenization_auto')
+pipeline.Copilot._open_index = classmethod(lambda cls, options, need: seen.append(all(m in sys.modules for m in auto)))
+loading.load_engine = lambda models: None
+pipeline.Copilot.__init__ = lambda self, *args: None
+pipeline.Copilot.load(CopilotOptions(), open_index_first=True, need_index=False)
+print(seen)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[True]"
 
 
 def test_a_missing_index_is_reported_before_the_models_load(tiny_engine, monkeypatch, tmp_path):
