@@ -33,8 +33,6 @@ llm.eval(llm.tokenize(b"one batch of several tokens, as every prompt is"))
 class LlamaCppPlain:
     def __init__(self, gguf: Path, threads: int, eos: set[int], seed: int = 0, context: int = CONTEXT) -> None:
         check_available(gguf)
-        from llama_cpp import Llama
-
         self.context, self.eos = context, eos
         self.extra_buffers = default_buffers_run(gguf, threads)
         if not self.extra_buffers:
@@ -44,15 +42,7 @@ class LlamaCppPlain:
                 file=sys.stderr,
                 flush=True,
             )
-        with nullcontext() if self.extra_buffers else without_extra_buffers():
-            self.llm = Llama(
-                model_path=str(gguf),
-                n_ctx=context,
-                n_threads=threads,
-                n_threads_batch=threads,
-                seed=seed,
-                verbose=False,
-            )
+        self.llm = open_llama(gguf, threads, context, self.extra_buffers, seed=seed)
 
     def run(self, prompt_ids: list[int], config: Any) -> dict:
         """One answer; decode_s = new tokens x llama.cpp's mean step after its first token."""
@@ -78,6 +68,17 @@ class LlamaCppPlain:
         record = run_record(tokens, step * len(tokens), len(tokens), None, 0, finish, text, first - start)
         record["ttft_s"] = record["first_token_s"]  # its own prefill included
         return record
+
+
+def open_llama(gguf: Path, threads: int, context: int, extra_buffers: bool = True, **options: Any) -> Any:
+    """llama_cpp.Llama on `gguf`, quiet, with `threads` for steps and batches; without extra buffer types (no
+    repacking) unless `extra_buffers`; `options` go to Llama as they are."""
+    from llama_cpp import Llama
+
+    with nullcontext() if extra_buffers else without_extra_buffers():
+        return Llama(
+            model_path=str(gguf), n_ctx=context, n_threads=threads, n_threads_batch=threads, verbose=False, **options
+        )
 
 
 def default_buffers_run(gguf: Path, threads: int, probe: str = PROBE) -> bool:

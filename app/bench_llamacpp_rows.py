@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.bench_llamacpp import check_available, without_extra_buffers
+from app.bench_llamacpp import check_available, open_llama
 from app.copilot.options import ModelOptions
 from core.errors import SpecragError
 from generation.model_store import gguf_file
@@ -79,20 +78,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def load(gguf: Path, threads: int, repack: bool, flash_attn: bool, context: int, kv_type: int = 1) -> Any:
-    import llama_cpp
-
-    with nullcontext() if repack else without_extra_buffers():
-        return llama_cpp.Llama(
-            model_path=str(gguf),
-            n_ctx=context,
-            n_threads=threads,
-            n_threads_batch=threads,
-            logits_all=True,
-            flash_attn=flash_attn,
-            type_k=kv_type,
-            type_v=kv_type,
-            verbose=False,
-        )
+    return open_llama(
+        gguf, threads, context, repack, logits_all=True, flash_attn=flash_attn, type_k=kv_type, type_v=kv_type
+    )
 
 
 def probe(llm: Any, context: list[int], tokens: list[int]) -> tuple[float, list[dict]]:
