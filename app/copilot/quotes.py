@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import groupby
 
 from app.copilot.events import Segment
 from app.copilot.markers import cited_numbers
@@ -57,11 +58,11 @@ def with_quotes(drafted: Sequence[Segment], passage_texts: Mapping[int, str]) ->
             owner[at : at + len(segment.text)] = [segment.passage] * len(segment.text)
         at += len(segment.text)
     out: list[Segment] = []
-    for char, passage in zip(answer, owner, strict=True):
-        if out and out[-1].passage == passage:
-            out[-1] = Segment(out[-1].text + char, passage)
-        else:
-            out.append(Segment(char, passage))
+    at = 0
+    for passage, run in groupby(owner):
+        length = sum(1 for _ in run)
+        out.append(Segment(answer[at : at + length], passage))
+        at += length
     return out
 
 
