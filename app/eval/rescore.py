@@ -51,7 +51,7 @@ def rescore_rows(
     for row in rows:
         answer = row.get("answer")
         reason = "no answer" if not answer else "gated" if answer["finish_reason"] == "gated" else ""
-        copies = _copies(answer["citations"]) if not reason else None
+        copies = _copies(answer, row["id"]) if not reason else None
         if not reason and answer["citations"].get("copied") and copies is None:
             reason = "drafted"
         if reason:
@@ -63,18 +63,15 @@ def rescore_rows(
         question = _question(questions, row)
         passages = [_passage(source, chunk_text, row["id"]) for source in row["retrieval"]["sources"]]
         finish, withheld = answer["finish_reason"], answer.get("withheld", "")
-        try:
-            final = final_from_text(
-                question.question,
-                passages[: answer["passages_in_prompt"]],
-                answer["text"],
-                finish,
-                withheld,
-                pages=pages,
-                copies=copies,
-            )
-        except ValueError as err:  # copied spans past the end of the row's own text: the row was edited
-            raise SpecragError(f"row {row['id']}: {err}; rescore the results file an eval wrote") from None
+        final = final_from_text(
+            question.question,
+            passages[: answer["passages_in_prompt"]],
+            answer["text"],
+            finish,
+            withheld,
+            pages=pages,
+            copies=copies,
+        )
         out.append(
             row
             | {
@@ -86,12 +83,19 @@ def rescore_rows(
     return out, kept
 
 
-def _copies(citations: dict[str, Any]) -> tuple[list[list[int]], dict[int, int]] | None:
+def _copies(answer: dict[str, Any], row_id: object) -> tuple[list[list[int]], dict[int, int]] | None:
     """The drafter's copies a row recorded (spans in its text, tokens per passage), or None for a row from before
-    they were recorded."""
+    they were recorded; spans that do not fit the row's text (an edited row) are an error."""
+    citations = answer["citations"]
     if "copied_spans" not in citations:
         return None
-    return citations["copied_spans"], {int(n): tokens for n, tokens in citations.get("copied", {}).items()}
+    spans, size = citations["copied_spans"], len(answer["text"])
+    if not all(len(span) == 3 and 0 <= span[0] < span[1] <= size for span in spans):
+        raise SpecragError(
+            f"row {row_id}: its copied spans do not fit an answer of {size} characters; "
+            "rescore the results file an eval wrote"
+        )
+    return spans, {int(n): tokens for n, tokens in citations.get("copied", {}).items()}
 
 
 def _question(questions: dict[str, Question], row: dict[str, Any]) -> Question:

@@ -70,7 +70,7 @@ def test_drafted_and_gated_rows_are_kept_and_a_lost_chunk_is_an_error(saved, fak
     }
     lost.write_text(json.dumps(cut) + "\n")
     assert main([str(lost), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(out)]) == 2
-    assert "does not fit an answer" in capsys.readouterr().err and not out.exists()
+    assert "copied spans do not fit an answer" in capsys.readouterr().err and not out.exists()
     assert (
         main([str(results), "--questions", str(questions_path), "--index", str(fake_index), "--out", str(results)]) == 2
     )
