@@ -76,15 +76,24 @@ class Int4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        block = int4_block()
-        if rows.shape[0] >= WIDE_ROWS_INT4 and block and self.out_features % block == 0:
-            y = torch.mm(rows.to(WIDE_DTYPE), self.dequantized_t(WIDE_DTYPE, reuse=True)).to(x.dtype)
-        else:
+        y = self.wide_product(rows)
+        if y is None:
             y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows.to(ACT), self.packed, self.group, self.scales_zeros)
-            y = y.to(x.dtype)
+        y = y.to(x.dtype)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
+
+    def takes_wide(self, n_rows: int) -> bool:
+        """Does a pass of `n_rows` rows dequantize and multiply (prefill) instead of calling the kernel?"""
+        block = int4_block()
+        return n_rows >= WIDE_ROWS_INT4 and bool(block) and self.out_features % block == 0
+
+    def wide_product(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """rows @ W^T in WIDE_DTYPE, bias left out, for a prefill-sized pass; None where the kernel runs."""
+        if not self.takes_wide(rows.shape[0]):
+            return None
+        return torch.mm(rows.to(WIDE_DTYPE), self.dequantized_t(WIDE_DTYPE, reuse=True))
 
     def dequantized_t(self, dtype: torch.dtype = ACT, reuse: bool = False) -> torch.Tensor:
         """The weight as `dtype` [in, out]: (code - 8) * scale + zero, the kernel's own formula.
@@ -193,13 +202,23 @@ class Int8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        if rows.shape[0] >= WIDE_ROWS:  # prefill: see WIDE_ROWS
-            y = torch.nn.functional.linear(rows.to(WIDE_DTYPE), self.dequantized(WIDE_DTYPE, reuse=True)).to(x.dtype)
-        else:
-            y = torch._weight_int8pack_mm(rows.to(ACT), self.weight_int8, self.scales).to(x.dtype)
+        y = self.wide_product(rows)
+        if y is None:
+            y = torch._weight_int8pack_mm(rows.to(ACT), self.weight_int8, self.scales)
+        y = y.to(x.dtype)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
+
+    def takes_wide(self, n_rows: int) -> bool:
+        """Does a pass of `n_rows` rows dequantize and multiply (prefill) instead of calling the kernel?"""
+        return n_rows >= WIDE_ROWS
+
+    def wide_product(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """rows @ W^T in WIDE_DTYPE, bias left out, for a prefill-sized pass (WIDE_ROWS); None where the kernel runs."""
+        if not self.takes_wide(rows.shape[0]):
+            return None
+        return torch.nn.functional.linear(rows.to(WIDE_DTYPE), self.dequantized(WIDE_DTYPE, reuse=True))
 
     def dequantized(self, dtype: torch.dtype, reuse: bool = False) -> torch.Tensor:
         """The weight as `dtype` [out, in]: code * scale, one multiply per block of rows (in cache, as

@@ -23,6 +23,7 @@ from safetensors.torch import save_file
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
+from generation.gated_mlp import use_gated_mlps
 from generation.gguf_blocks import GGUFTensors, q4k_groups
 from generation.invariant_attention import NAME as INVARIANT_ATTENTION
 from generation.invariant_attention import register_invariant_attention
@@ -79,6 +80,7 @@ def quantize_module_tree(model: PreTrainedModel, mode: str = "int4", skip: tuple
             weight = module.weight.detach().float()
             bias = module.bias.detach() if module.bias is not None else None
             replace_module(model, name, quantized_linear(weight, bias, mode))
+    use_gated_mlps(model)
     register_invariant_attention()
     model.config._attn_implementation = INVARIANT_ATTENTION
     for param in model.parameters():  # norms and embeddings stay float (not .float(): it would cast the bf16 scales)
@@ -181,7 +183,7 @@ def _finish(model: PreTrainedModel) -> PreTrainedModel:
     leftover = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if leftover:
         raise ValueError(f"quantized model has weights missing: {leftover[:3]}")
-    return model.eval()
+    return use_gated_mlps(model).eval()
 
 
 def _linear_from_gguf(tensors: GGUFTensors, name: str, module: nn.Linear, mode: str) -> nn.Module:

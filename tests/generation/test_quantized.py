@@ -302,3 +302,31 @@ def test_drafts_buy_time_on_a_flat_pass_cost_curve_and_none_where_each_row_costs
     # same prefill: the flat curve's drafts win; steep curve: the faster prefill (f16 cache) wins
     assert projected_answer_seconds(0.02, flat) < projected_answer_seconds(0.02, {1: 0.10})
     assert projected_answer_seconds(0.0185, {1: 0.088}) < projected_answer_seconds(0.0233, steep)
+
+
+@pytest.mark.parametrize("mode", ["int4", "int8"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_prefill_through_the_gated_mlp_is_bit_identical_to_hugging_faces_mlp(mode, dtype, monkeypatch):
+    from generation import quantized as q
+    from generation.gated_mlp import ROWS, GatedMLP
+
+    model = quantize_module_tree(tiny_wide_head_lm(0), mode)
+    assert all(isinstance(layer.mlp, GatedMLP) for layer in model.model.layers)
+    monkeypatch.setattr(q, "WIDE_DTYPE", dtype)
+    taken, blockwise = [], GatedMLP._wide_products
+
+    def spied(self, rows):
+        products = blockwise(self, rows)
+        taken.append(products is not None)
+        return products
+
+    monkeypatch.setattr(GatedMLP, "_wide_products", spied)
+    ids = torch.randint(0, 256, (1, max(q.WIDE_ROWS_INT4, q.WIDE_ROWS, ROWS) + 45))  # two blocks of rows
+    with torch.inference_mode():
+        ours = model(input_ids=ids).logits
+        assert taken == [True] * len(model.model.layers)
+        model(input_ids=ids[:, :WIDEST])
+        assert taken[len(model.model.layers) :] == [False] * len(model.model.layers)  # a verification pass
+        monkeypatch.setattr(GatedMLP, "_wide_products", lambda self, rows: None)  # Hugging Face's formula
+        reference = model(input_ids=ids).logits
+    assert torch.equal(ours, reference)
