@@ -72,6 +72,28 @@ def test_vocabulary_mismatch_is_refused(tokenizer):
     check_same_vocabulary(tokenizer, tokenizer, target, tiny_lm(2))  # same family: accepted
 
 
+def test_a_draft_folder_with_the_targets_tokenizer_files_reuses_its_tokenizer_and_another_is_loaded_and_checked(
+    tmp_path, tokenizer
+):
+    from transformers import AutoTokenizer
+
+    from generation.models import draft_tokenizer, same_tokenizer_files
+
+    target, same, other = (tmp_path / name for name in ("target", "same", "other"))
+    for folder in (target, same, other):
+        tokenizer.save_pretrained(folder)
+    assert draft_tokenizer(str(target), str(same), tokenizer) is tokenizer
+    extended = AutoTokenizer.from_pretrained(other)
+    extended.add_tokens(["<extra>"])
+    extended.save_pretrained(other)
+    loaded = draft_tokenizer(str(target), str(other), tokenizer)
+    assert loaded is not tokenizer and "<extra>" in loaded.get_vocab()
+    with pytest.raises(VocabularyMismatchError, match="different ids"):
+        check_same_vocabulary(tokenizer, loaded, tiny_lm(0), tiny_lm(0))
+    assert not same_tokenizer_files(target, tmp_path / "not-a-folder")  # a hub id: nothing here to compare
+    assert not same_tokenizer_files(tmp_path, tmp_path)  # no tokenizer files at all
+
+
 def test_cpu_defaults_to_float32_and_the_draft_stays_int8_under_a_bf16_target(tmp_path, tokenizer):
     from generation import models
 
