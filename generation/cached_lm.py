@@ -1,20 +1,25 @@
 """A causal LM plus its KV cache, with a few verbs: prefill, extend, crop, reset.
 
 Rollback after a rejected draft is just cropping the cache back to a length, so the
-engine never recomputes the prompt. `prefill` keeps a snapshot of the last prompt's
-cache and reuses its longest common prefix with the next prompt, so a repeated
-question (or a benchmark running several methods on one prompt) pays prefill once.
+engine never recomputes the prompt. `prefill` keeps the last prompt as a snapshot and
+reuses its longest common prefix with the next prompt, so a repeated question (or a
+benchmark running several methods on one prompt) pays prefill once.
+
+The snapshot is the prompt's token ids, not a copy of its keys and values: decoding only
+appends after the prompt and crops back to it, so the prompt's positions stay in the cache
+until a later prefill or crop replaces them, and `tokens` says which ids the cache holds.
+A copy cost the default target 57 KB per position twice over (taken after each prefill,
+and again when a prefill reused it): 96 MB each for a 1,700-token prompt, at the peak of
+`specrag ask`'s memory. LlamaCppLM keeps its snapshot the same way.
 Works for any transformers causal LM whose cache is a `DynamicCache`; full-attention layers
 append in place (`generation/kv_cache.py`).
 """
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING
 
 import torch
-from transformers import DynamicCache
 
 from generation.invariant_attention import MAX_ROWS
 from generation.kv_cache import growing_cache
@@ -30,8 +35,13 @@ class CachedLM:
         self.device = next(model.parameters()).device
         self.cache = growing_cache(model.config)
         self.keep_snapshot = keep_snapshot
-        self._snapshot: tuple[list[int], DynamicCache] | None = None
+        self.tokens: list[int] = []  # the ids whose keys and values the cache holds, in order
+        self._snapshot: list[int] | None = None  # the last prompt; its positions stay cached until cropped
         self.reused = 0  # how many tokens the last prefill took from the snapshot
+
+    def scratch(self) -> CachedLM:
+        """Another cache on the same model, for measurements that must leave this one's alone."""
+        return CachedLM(self.model, keep_snapshot=False)
 
     @property
     def vocab_size(self) -> int:
@@ -62,45 +72,41 @@ class CachedLM:
         ids = torch.tensor([token_ids], dtype=torch.long, device=self.device)
         out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1 if last_only else 0)
         self.cache = out.cache
+        self.tokens.extend(token_ids)
         return out.logits[0]
 
     def prefill(self, token_ids: list[int]) -> torch.Tensor | None:
-        """Reset to exactly `token_ids`, reusing the snapshot's common prefix.
+        """Reset to exactly `token_ids`, keeping the cached common prefix with the last prompt.
 
-        Returns the logits after the last token, or None when the whole prompt came from
-        the snapshot (callers that need those logits feed the last token themselves).
+        Returns the logits after the last token, or None when the whole prompt was cached
+        (callers that need those logits feed the last token themselves).
         """
-        reused = 0
-        if self._snapshot is not None:
-            tokens, cache = self._snapshot
-            reused = common_prefix_length(tokens, token_ids)
-            if reused:
-                self.cache = copy.deepcopy(cache)
-                self.crop(reused)
-        if not reused:
+        reused = self.snapshot_prefix(token_ids)
+        if reused:
+            self.crop(reused)
+        else:
             self.reset()
         self.reused = reused
         logits = self.extend(token_ids[reused:], last_only=True) if reused < len(token_ids) else None
         if self.keep_snapshot:
-            self._snapshot = (list(token_ids), copy.deepcopy(self.cache))
+            self._snapshot = list(token_ids)
         return logits
 
     def snapshot_prefix(self, token_ids: list[int]) -> int:
-        """How many leading tokens of `token_ids` the next prefill would take from the snapshot."""
-        return common_prefix_length(self._snapshot[0], token_ids) if self._snapshot is not None else 0
+        """How many leading tokens of `token_ids` the next prefill would take from the cache."""
+        if self._snapshot is None or len(self.tokens) != self.length:  # a cache set from outside: ids unknown
+            return 0
+        return min(common_prefix_length(self._snapshot, token_ids), common_prefix_length(self.tokens, token_ids))
 
     @property
     def snapshot_length(self) -> int:
         """How many tokens the snapshot holds (0: none)."""
-        return len(self._snapshot[0]) if self._snapshot is not None else 0
+        return len(self._snapshot) if self._snapshot is not None else 0
 
     def trim_snapshot(self, length: int) -> None:
         """Keep only the snapshot's first `length` positions (drop a prompt's tail, keep its prefix)."""
         if self._snapshot is not None:
-            tokens, cache = self._snapshot
-            if len(tokens) > length:
-                cache.crop(length - len(tokens))
-            self._snapshot = (tokens[:length], cache)
+            self._snapshot = self._snapshot[:length]
 
     def crop(self, length: int) -> None:
         """Keep the first `length` cached positions."""
@@ -109,6 +115,8 @@ class CachedLM:
             raise ValueError(f"cannot crop a cache of {self.length} positions to {length}")
         if excess:
             self.cache.crop(-excess)
+        del self.tokens[length:]
 
     def reset(self) -> None:
         self.cache = growing_cache(self.model.config)
+        self.tokens = []

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 def measure_relative_costs(
     lm: CachedLM | LlamaCppLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
 ) -> dict[int, float]:
-    """c(n) / c(1) for each n in sizes, timed on `lm` (its cache is left empty)."""
+    """c(n) / c(1) for each n in sizes, timed on `lm` (see measure_prefill_and_passes)."""
     best = measure_pass_seconds(lm, sizes, repeats, context)
     return {n: best[n] / best[sizes[0]] for n in sizes}
 
@@ -50,7 +50,11 @@ def measure_pass_seconds(
 def measure_prefill_and_passes(
     lm: CachedLM | LlamaCppLM, sizes: tuple[int, ...] = SIZES, repeats: int = 3, context: int = 256
 ) -> tuple[float, dict[int, float]]:
-    """Seconds of the `context`-token prefill, and of each n-token pass after it (fastest of `repeats`)."""
+    """Seconds of the `context`-token prefill, and of each n-token pass after it (fastest of `repeats`).
+
+    A torch runner is measured on a cache of its own (`scratch`), so its cache keeps what it held (a judged
+    prompt the answer goes on from); llama.cpp's one context is used and left empty."""
+    lm = lm.scratch() if hasattr(lm, "scratch") else lm
     vocab = lm.vocab_size
     tokens = random_tokens(lm, vocab, context + max(sizes), seed=0)
     lm.reset()

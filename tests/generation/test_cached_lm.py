@@ -23,6 +23,27 @@ def test_trimmed_snapshot_keeps_its_prefix_and_changes_no_logits(target):
     assert lm.snapshot_prefix(other) == len(other)
 
 
+def test_a_prefill_reuses_the_prompt_positions_in_the_live_cache_without_copying_and_never_overwritten_ones(target):
+    prompt = list(range(10, 70))
+    follow = [*prompt, 5, 40, 41]
+    lm = CachedLM(target)
+    lm.prefill(prompt)
+    keys = lm.cache.layers[0]._key_buffer
+    lm.extend([5, 6, 7])
+    lm.crop(len(prompt) + 1)  # decoding appends after the prompt and rolls back a rejected draft
+    logits = lm.prefill(follow)
+    assert lm.reused == len(prompt) and lm.cache.layers[0]._key_buffer is keys  # the same buffers, no copy
+    assert lm.tokens == follow
+    torch.testing.assert_close(logits, CachedLM(target, keep_snapshot=False).prefill(follow))
+    lm.crop(30)
+    lm.extend([200, 201])  # positions 30 and 31 now hold other tokens than the snapshot's
+    assert lm.snapshot_prefix(follow) == 30
+    torch.testing.assert_close(lm.prefill(follow), logits)
+    assert lm.reused == 30 and lm.tokens == follow
+    lm.cache = copy.deepcopy(CachedLM(target).cache)  # a cache put in from outside: which ids it holds is unknown
+    assert lm.snapshot_prefix(follow) == 0
+
+
 def test_the_in_place_cache_gives_the_logits_of_transformers_own_cache_through_growth_and_rollback(target):
     """Prefill, decode past the first buffer growth, roll back a draft, snapshot and restore:
     every step's logits equal those of transformers' concatenating DynamicCache."""
