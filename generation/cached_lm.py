@@ -17,12 +17,13 @@ append in place (`generation/kv_cache.py`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from generation.invariant_attention import MAX_ROWS
-from generation.kv_cache import growing_cache
+from generation.kv_cache import cache_bytes, cache_from_bytes, copyable, growing_cache
 from generation.token_ids import common_prefix_length
 
 if TYPE_CHECKING:
@@ -60,6 +61,47 @@ class CachedLM:
         params = sum(p.numel() for p in model.parameters())
         dtype = next(model.parameters()).dtype
         return [name, str(params), str(self.device), str(dtype), str(torch.get_num_threads())]
+
+    def state_key(self) -> list[str]:
+        """What saved keys and values must have been computed with to be loaded here (prefix_store.py): the
+        setup (model, size, device, dtype, threads), the weights' files, the attention, torch's release, the
+        CPU (its kernels) and how a prefill multiplies (quantized.py's wide matmul)."""
+        from core.hardware import cpu_name
+        from generation import quantized
+
+        config = self.model.config
+        plan = f"{quantized.WIDE_DTYPE}|{quantized.WIDE_ROWS_INT4}|{quantized.WIDE_ROWS}"
+        return [
+            *self.setup(),
+            *weight_files(config),
+            str(getattr(config, "_commit_hash", "") or ""),
+            str(config._attn_implementation),
+            str(self.model.dtype),
+            torch.__version__,
+            cpu_name(),
+            plan,
+        ]
+
+    @property
+    def state_copyable(self) -> bool:
+        """Can this cache be copied out (every layer appends in place; not a sliding window, say)?"""
+        return copyable(self.cache)
+
+    def state_bytes(self) -> memoryview:
+        """The keys and values of every cached position, as one buffer (kv_cache.cache_bytes)."""
+        return cache_bytes(self.cache)
+
+    def load_state(self, token_ids: list[int], payload: memoryview) -> bool:
+        """Replace the cache by one `state_bytes` gave for `token_ids`; False (and an empty cache) if `payload`
+        is not that. The values are copied: `payload` may be released afterwards."""
+        self.reset()
+        cache = cache_from_bytes(self.model.config, len(token_ids), self.model.dtype, payload)
+        if cache is None:
+            return False
+        self.cache, self.tokens, self.reused = cache, list(token_ids), len(token_ids)  # loaded: nothing computed
+        if self.keep_snapshot:
+            self._snapshot = list(token_ids)
+        return True
 
     @property
     def length(self) -> int:
@@ -120,3 +162,12 @@ class CachedLM:
     def reset(self) -> None:
         self.cache = growing_cache(self.model.config)
         self.tokens = []
+
+
+def weight_files(config: object) -> list[str]:
+    """Name, size and modification time of each weights file in the model's folder (none for a hub id)."""
+    folder = Path(str(getattr(config, "_name_or_path", "") or ""))
+    if not folder.is_dir():
+        return []
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf"))
+    return [f"{p.name}|{p.stat().st_size}|{p.stat().st_mtime_ns}" for p in files]

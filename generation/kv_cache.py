@@ -107,3 +107,42 @@ def growing_cache(config: PretrainedConfig) -> DynamicCache:
     cache = DynamicCache(config=config)
     cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
+
+
+def copyable(cache: DynamicCache) -> bool:
+    """Can `cache` be copied out as bytes and loaded back (every layer a GrowingLayer)?"""
+    return all(type(layer) is GrowingLayer for layer in cache.layers)
+
+
+def cache_bytes(cache: DynamicCache) -> memoryview:
+    """The filled positions of every layer, keys then values, layer after layer, as one buffer (one copy)."""
+    parts = [t for layer in cache.layers if layer.length for t in (layer.keys, layer.values)]
+    if not parts:
+        return memoryview(b"")
+    flat = torch.empty(sum(t.numel() for t in parts), dtype=parts[0].dtype)
+    start = 0
+    for tensor in parts:
+        flat[start : start + tensor.numel()].view(tensor.shape).copy_(tensor)
+        start += tensor.numel()
+    return memoryview(flat.view(torch.uint8).numpy()).cast("B")
+
+
+def cache_from_bytes(
+    config: PretrainedConfig, positions: int, dtype: torch.dtype, payload: memoryview
+) -> DynamicCache | None:
+    """A cache holding `positions` positions read from `cache_bytes`'s layout, or None when `payload` is not
+    that many positions of this model's keys and values in `dtype`."""
+    cache = growing_cache(config)
+    heads = config.num_key_value_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    per_tensor = heads * positions * head_dim
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    if not copyable(cache) or positions < 1 or len(payload) != 2 * len(cache.layers) * per_tensor * itemsize:
+        return None
+    flat = torch.frombuffer(payload, dtype=dtype)
+    shape = (1, heads, positions, head_dim)
+    for i, layer in enumerate(cache.layers):
+        keys = flat[2 * i * per_tensor : (2 * i + 1) * per_tensor].view(shape)
+        values = flat[(2 * i + 1) * per_tensor : (2 * i + 2) * per_tensor].view(shape)
+        layer.update(keys, values)  # copied into the layer's own buffers
+    return cache

@@ -4,7 +4,9 @@ Every prompt opens with the same system prompt and demonstration (~900 tokens). 
 prefills them once at start (`Engine.warm`), but each `specrag ask` is a new process and paid
 that prefill again: ~15 s of its ~38 s to the first token on a 2-core CPU. llama.cpp hands out
 one sequence's KV cache as bytes (`llama_state_seq_get_data`) and takes them back, so the
-first process saves them and later ones load them in a fraction of a second.
+first process saves them and later ones load them in a fraction of a second. The torch runner
+(CachedLM) does the same with its float32 keys and values (kv_cache.cache_bytes), keyed also by
+the CPU, torch's release and how its prefill multiplies, which decide those bytes.
 
 Exactness: the bytes loaded are the bytes the prefill wrote, so the answer that follows is
 token for token the one after an in-process warm-up (a web chat's first question).
@@ -114,8 +116,10 @@ class PrefixStore:
 
 
 def stateful(lm: object) -> bool:
-    """Can `lm` copy its KV cache out and load it back (state_key, state_bytes, load_state: llama.cpp)?"""
-    return all(callable(getattr(lm, name, None)) for name in ("state_key", "state_bytes", "load_state"))
+    """Can `lm` copy its KV cache out and load it back (state_key, state_bytes, load_state; llama.cpp, and the
+    torch runner where every layer's cache appends in place: `state_copyable`)?"""
+    methods = all(callable(getattr(lm, name, None)) for name in ("state_key", "state_bytes", "load_state"))
+    return methods and getattr(lm, "state_copyable", True)
 
 
 def _checked_payload(data: memoryview, key: list[str], token_ids: list[int]) -> memoryview | None:

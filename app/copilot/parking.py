@@ -8,18 +8,18 @@ drops this conversation's turns from the cache, and its next follow-up prefilled
 (6.8 s). Within one conversation, a question searched alone keeps the earlier turns bare in every later
 prompt (conversation.py), so the question after it goes on from its prompt, not from the parked one.
 
-So before a prompt drops at least PARK_MIN_TOKENS of the cached prompt, the cache is copied out as llama.cpp
-serialises it (~29 KB a token for the default target), with where its prompts began to be computed
-(pipeline.py's fixed pieces); a later prompt that shares at least PARK_MIN_TOKENS more with the parked
-prompt than with the cache loads it back and goes on from there. The loaded cache is the computed one, bit
-for bit, and its pieces are the same, so the answer is the one the conversation would have got had nothing
-come between, also on llamacpp-f16, whose logits depend on how a prompt is split into passes. The most
-recent caches are kept, up to PARKED_BYTES together (putting one back parks the cache it replaces): five or
-so conversations of the default target can take turns, where a count of two (session 45) lost the oldest
-of four. A Copilot that never goes back to a conversation (`specrag eval`, the gate calibration) parks
-nothing (`CopilotOptions.park_bytes` = 0), and neither does a runner that cannot copy its cache out (the
-torch paths).
-"""
+So before a prompt drops at least PARK_MIN_TOKENS of the cached prompt, the cache is copied out as the runner
+serialises it (~29 KB a token for the default target on llama.cpp, 57 KB in the torch paths' float32), with
+where its prompts began to be computed (pipeline.py's fixed pieces); a later prompt that shares at least
+PARK_MIN_TOKENS more with the parked prompt than with the cache loads it back and goes on from there. The
+loaded cache is the computed one, bit for bit, and its pieces are the same, so the answer is the one the
+conversation would have got had nothing come between, also on llamacpp-f16, whose logits depend on how a
+prompt is split into passes. The most recent caches are kept, up to PARKED_BYTES together (putting one back
+parks the cache it replaces): five or so conversations of the default target can take turns, where a count of
+two (session 45) lost the oldest of four. A Copilot that never goes back to a conversation (`specrag eval`,
+the gate calibration) parks nothing (`CopilotOptions.park_bytes` = 0), and neither does a runner that cannot
+copy its cache out (a torch model with a sliding-window cache; the torch paths copy theirs out since session
+62: kv_cache.cache_bytes)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from generation.token_ids import common_prefix_length
 
 # Fewer dropped tokens than this are prefilled again (~0.5 s on 2 cores) rather than copied out and kept.
 PARK_MIN_TOKENS = 128
-# Memory for the caches kept at once: ~55 MB each for a 1,900-token conversation of the default target,
-# 235 MB at its 8,192 (so one conversation of any length fits).
+# Memory for the caches kept at once: ~55 MB each for a 1,900-token conversation of the default target on
+# llama.cpp, 235 MB at its 8,192 (so one conversation of any length fits); twice that on the torch paths.
 PARKED_BYTES = 256 * 2**20
 
 
@@ -51,7 +51,7 @@ def park(target: Any, keep: int, piece_starts: Sequence[int], pieces_of: Sequenc
     least PARK_MIN_TOKENS of them and the runner can copy it out; else None."""
     if not stateful(target) or target.snapshot_length - keep < PARK_MIN_TOKENS:
         return None
-    tokens = list(target.cache)
+    tokens = list(target.tokens)
     return Parked(tokens, target.snapshot_prefix(tokens), target.state_bytes(), list(piece_starts), list(pieces_of))
 
 

@@ -45,10 +45,10 @@ def test_a_follow_up_and_a_new_conversation_prefill_only_what_is_new(tiny_engine
     assert back_again["prefilled_tokens"] <= back_again["prompt_tokens"] - off_topic["prompt_tokens"] + 1
     # a new conversation reuses the fixed system prompt and demonstration
     assert 0 < other["prefilled_tokens"] < other["prompt_tokens"] - 100
-    # back in the first conversation after it: the torch runner cannot park a cache (parking.py), so the
-    # conversation is prefilled again from the fixed prefix (test_copilot checks llama.cpp's parking)
+    # back in the first conversation after it: its cache was parked meanwhile (parking.py; the torch runner
+    # copies its cache out since session 62), so only what follows its last prompt is computed
     assert resumed["prompt_tokens"] > back_again["prompt_tokens"]
-    assert resumed["prefilled_tokens"] > resumed["prompt_tokens"] - back_again["prompt_tokens"] + 1
+    assert resumed["prefilled_tokens"] <= resumed["prompt_tokens"] - back_again["prompt_tokens"] + 1
     assert all(r["time_to_first_token_s"] > 0 for r in rows)
     assert "| follow-up |" in bench_conversation.table(rows)
 

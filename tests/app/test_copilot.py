@@ -805,8 +805,9 @@ def test_a_follow_up_after_a_stopped_answer_goes_on_from_the_turn_before_it_in_t
     assert after_stop.output_ids == straight.output_ids
 
 
+@pytest.mark.parametrize("runner", ["llamacpp-f16", "torch"])
 def test_a_question_back_in_the_conversation_after_a_detour_reuses_its_cache_and_gets_the_same_answer(
-    tiny_models, monkeypatch, tmp_path
+    tiny_models, monkeypatch, tmp_path, runner
 ):
     # A question asked alone between two turns (a new topic, or one the gate refuses) used to drop the
     # conversation from the cache, and the next question of the conversation prefilled all of it again
@@ -824,7 +825,8 @@ def test_a_question_back_in_the_conversation_after_a_detour_reuses_its_cache_and
     gguf = write_tiny_gguf(tmp_path / "target.gguf")
 
     def fresh():
-        engine = Engine(LlamaCppLM(gguf, n_ctx=4096, row_invariant=False), tiny_models[2])
+        model = LlamaCppLM(gguf, n_ctx=4096, row_invariant=False) if runner == "llamacpp-f16" else tiny_models[0]
+        engine = Engine(model, tiny_models[2])
         loaded = loading.LoadedEngine(engine, "/models/tiny.gguf", None)
         return Copilot(loaded, CopilotOptions(answer=AnswerOptions(max_new_tokens=12)), runbook_retriever(RUNBOOK))
 
@@ -860,7 +862,7 @@ def test_a_cache_is_parked_only_where_the_runner_can_copy_it_out_and_enough_woul
     from app.copilot import parking
 
     class Runner:
-        cache, snapshot_length = (1, 2, 3), 3 + parking.PARK_MIN_TOKENS
+        tokens, snapshot_length = [1, 2, 3], 3 + parking.PARK_MIN_TOKENS
 
         def snapshot_prefix(self, ids):
             return 3

@@ -15,9 +15,12 @@ import pytest
 import torch
 from tiny_gguf import write_tiny_gguf
 
+from generation.cached_lm import CachedLM
 from generation.engine import Engine, GenerationConfig
 from generation.llamacpp_lm import LlamaCppLM
 from generation.prefix_store import MAGIC, PrefixStore
+from generation.quantized_model import quantize_module_tree
+from tiny import tiny_lm, tiny_wide_head_lm
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +189,37 @@ def test_threads_loading_while_another_saves_all_get_the_whole_cache(gguf, tmp_p
         stop.set()
         saver.join()
     assert failures == []
+
+
+def test_the_torch_int4_runner_saves_and_loads_its_prefix_too_with_the_same_answer_and_logits(tokenizer, tmp_path):
+    model = quantize_module_tree(tiny_wide_head_lm(0, sharpness=20.0), "int4")
+    store = PrefixStore(tmp_path / "kv")
+    warmed_here = Engine(model, tokenizer)
+    warmed_here.warm(PREFIX)
+    Engine(model, tokenizer).warm(PREFIX, store)  # nothing saved yet: prefills and saves
+    loaded = Engine(model, tokenizer)
+    later = loaded.target
+    later.prefill = lambda ids: pytest.fail("a saved prefix is loaded, not prefilled")
+    loaded.warm(PREFIX, store)
+    del later.prefill
+    assert later.tokens == PREFIX and later.reused == len(PREFIX) and later.length == len(PREFIX)
+    config = GenerationConfig(max_new_tokens=24, speculation="none")
+    expected = warmed_here.complete(PREFIX + QUESTION, [], config)
+    assert loaded.complete(PREFIX + QUESTION, [], config).token_ids == expected.token_ids
+    assert later.reused == len(PREFIX)  # only the question was prefilled
+    warmed_here.target.crop(len(PREFIX))
+    later.crop(len(PREFIX))
+    assert torch.equal(warmed_here.target.extend(QUESTION), later.extend(QUESTION))  # the same bytes
+
+
+def test_the_torch_runner_refuses_a_payload_that_is_not_its_cache(tokenizer):
+    lm = CachedLM(tiny_lm(0))
+    lm.prefill(PREFIX[:40])
+    payload = lm.state_bytes()
+    other = CachedLM(tiny_lm(0))
+    assert not other.load_state(PREFIX[:39], payload)  # another length
+    assert not other.load_state(PREFIX[:40], payload[:-4])  # torn
+    assert other.length == 0 and other.tokens == []
+    assert other.load_state(PREFIX[:40], payload) and other.tokens == PREFIX[:40] and other.length == 40
+    assert other.snapshot_prefix(PREFIX) == 40
+    assert CachedLM(tiny_lm(0, hidden=32)).state_key() != lm.state_key()
