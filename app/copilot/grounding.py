@@ -64,6 +64,7 @@ _COMMENT = re.compile(r"#+\s+[A-Z][^=<>`]*")
 _CONTINUED = re.compile(r"\\[ \t]*\n")  # a shell line continuation: the command goes on on the next line
 _SHORT_OPTION = re.compile(r"(-[A-Za-z])(\d[\d\-:/T]*)")  # -N1, -S2014-07-03-11:40 (a date)
 _VALUE_SPLIT = re.compile(r"[:,]")
+_LETTER_CLASS = re.compile(r"[A-Z0-9]{2,12}")  # `[KMGTP]`: one of these letters; `[name]` is no such class
 # 20, 0-499%10, [1-16], 16G; a job array's task, 5000_7 or 5000_[1-3] (fresh15, session 60: `scancel 5000_7` was
 # flagged); a date with its hour, as a time value splits at ':' (StartTime=2024-05-01T14:00:00); a date written with
 # slashes, as sreport and sacct take it (start=2/16/09)
@@ -353,9 +354,20 @@ def _words(text: str) -> set[str]:
 
 
 def _pieces_of(text: str) -> set[str]:
-    """Every word of a passage and every piece of it, split as `pieces` splits a command's words."""
+    """Every word of a passage and every piece of it, split as `pieces` splits a command's words, and each
+    value a piece offers as a choice (`_choices`)."""
     words = _words(text)
-    return words | {piece for word in words for _, piece in _split_word(word, first=False)}
+    split = {piece for word in words for _, piece in _split_word(word, first=False)}
+    return words | split | {choice for piece in split for choice in _choices(piece)}
+
+
+def _choices(piece: str) -> list[str]:
+    """The values a man page's value notation offers: `{append|truncate}` and `<yes|no>` each word, `[KMGTP]`
+    each letter (sacct's `--units=[KMGTP]` takes `--units=G`). Edges may have been cut off with the word's."""
+    bare = piece.strip("[]{}<>")
+    if "|" in bare:
+        return [choice for choice in bare.split("|") if choice]
+    return list(bare) if piece.startswith("[") and _LETTER_CLASS.fullmatch(bare) else []
 
 
 def pieces(line: str) -> list[tuple[str, str]]:

@@ -578,3 +578,25 @@ def test_a_command_in_double_quotes_is_checked_and_quoted_prose_is_not():
     invented = items["scontrol show node <name> -o 'MemoryUtilization'"]  # curly quotes too
     assert not invented.found and invented.nearest == "scontrol show node <name>"
     assert "Not responding" not in items and "Memory errors" not in items  # no option, key=value or <placeholder>
+
+
+def test_a_value_a_man_page_offers_as_a_choice_is_grounded_and_one_it_does_not_is_flagged():
+    # sacct's page writes `--units=[KMGTP]` (session 61: `sacct --units=G` was flagged although it is right)
+    passages = [
+        "sacct\n- --units=[KMGTP]\n- Display values in specified unit type.\n- -j, --jobs\n- Displays the job.",
+        "sbatch\n- --open-mode={append|truncate}\n- Open the output and error files as given.",
+    ]
+    found = {
+        item.text: item.found
+        for answer in (
+            "Run `sacct --units=G -j 123`.",
+            "Run `sacct --units=X -j 123`.",
+            "Run `sacct --units=KM -j 123`.",
+            "Run `sbatch --open-mode=append job.sh`.",
+            "Run `sbatch --open-mode=rewrite job.sh`.",
+        )
+        for item in check_grounding(answer, passages)
+    }
+    assert found["sacct --units=G -j 123"] and found["--units=G"] and found["--open-mode=append"]
+    assert not found["sacct --units=X -j 123"] and not found["--units=X"] and not found["--units=KM"]
+    assert not found["--open-mode=rewrite"]
