@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if LLAMACPP in methods:
         check_available(gguf)
     _quiet_transformers()
-    copilot = Copilot.load(CopilotOptions(models=model_options(args), park_bytes=0))  # questions stand alone
+    copilot = Copilot.load(CopilotOptions(models=model_options(args), park_positions=0))  # questions stand alone
     loaded = copilot.loaded
     plain_only = not loaded.engine.verifies_drafts
     if plain_only:  # measured as the product runs them on this path

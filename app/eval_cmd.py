@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, copilot_factory: Callable[[CopilotOptions, bool], Copilot] | None = None) -> int:
     # the eval never goes back to a conversation once it moved on: nothing to park (parking.py)
-    options = replace(copilot_options(args), park_bytes=0)
+    options = replace(copilot_options(args), park_positions=0)
     if args.limit is not None and args.limit < 1:
         raise SpecragError(f"--limit must be at least 1, got {args.limit}")
     questions, skipped = read_questions(args.questions, args.limit)

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--veto needs --judge: the veto is the judge's")
     from app.copilot import Copilot, CopilotOptions, ModelOptions
 
-    options = CopilotOptions(index_dir=args.index, park_bytes=0)  # every question stands alone: nothing to park
+    options = CopilotOptions(index_dir=args.index, park_positions=0)  # every question stands alone: nothing to park
     if args.target:
         options = replace(options, models=ModelOptions(target=args.target))
     copilot = Copilot.retrieval_only(options)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.copilot.gate import GATE_MODES
-from app.copilot.parking import PARKED_BYTES
+from app.copilot.parking import PARKED_POSITIONS
 from core.errors import SpecragError
 from generation.engine import SPECULATION_MODES
 
@@ -96,8 +96,8 @@ class CopilotOptions:
     answer: AnswerOptions = field(default_factory=AnswerOptions)  # defaults for answer() calls
     # memory for conversations' KV caches set aside while other conversations' prompts run (parking.py);
     # 0 parks none, for a caller that never goes back to a conversation (the eval)
-    park_bytes: int = PARKED_BYTES
+    park_positions: int = PARKED_POSITIONS
 
     def __post_init__(self) -> None:
-        if self.park_bytes < 0:
-            raise SpecragError(f"park_bytes must be 0 (park nothing) or more, got {self.park_bytes}")
+        if self.park_positions < 0:
+            raise SpecragError(f"park_positions must be 0 (park nothing) or more, got {self.park_positions}")

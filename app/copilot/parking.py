@@ -14,10 +14,10 @@ where its prompts began to be computed (pipeline.py's fixed pieces); a later pro
 PARK_MIN_TOKENS more with the parked prompt than with the cache loads it back and goes on from there. The
 loaded cache is the computed one, bit for bit, and its pieces are the same, so the answer is the one the
 conversation would have got had nothing come between, also on llamacpp-f16, whose logits depend on how a
-prompt is split into passes. The most recent caches are kept, up to PARKED_BYTES together (putting one back
+prompt is split into passes. The most recent caches are kept, up to PARKED_POSITIONS together (putting one back
 parks the cache it replaces): five or so conversations of the default target can take turns, where a count of
 two (session 45) lost the oldest of four. A Copilot that never goes back to a conversation (`specrag eval`,
-the gate calibration) parks nothing (`CopilotOptions.park_bytes` = 0), and neither does a runner that cannot
+the gate calibration) parks nothing (`CopilotOptions.park_positions` = 0), and neither does a runner that cannot
 copy its cache out (a torch model with a sliding-window cache; the torch paths copy theirs out since session
 62: kv_cache.cache_bytes)."""
 
@@ -32,9 +32,11 @@ from generation.token_ids import common_prefix_length
 
 # Fewer dropped tokens than this are prefilled again (~0.5 s on 2 cores) rather than copied out and kept.
 PARK_MIN_TOKENS = 128
-# Memory for the caches kept at once: ~55 MB each for a 1,900-token conversation of the default target on
-# llama.cpp, 235 MB at its 8,192 (so one conversation of any length fits); twice that on the torch paths.
-PARKED_BYTES = 256 * 2**20
+# Positions of the caches kept at once, counted in positions rather than bytes so that as many conversations
+# take turns on every path: 9,216 is 256 MB of the default target's cache on llama.cpp (~55 MB for a 1,900-token
+# conversation) and 513 MB in the torch paths' float32 (where 256 MB kept one 3,000-token conversation: back in
+# the first of four took 17.5 s instead of ~8, session 62). One conversation of any length (8,192) fits.
+PARKED_POSITIONS = 9216
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,9 @@ def put_back(target: Any, parked: Parked) -> bool:
 
 
 class ParkingLot:
-    """The caches set aside, most recent first, as many as fit in `budget` bytes together (0: none)."""
+    """The caches set aside, most recent first, as many as fit in `budget` positions together (0: none)."""
 
-    def __init__(self, budget: int = PARKED_BYTES) -> None:
+    def __init__(self, budget: int = PARKED_POSITIONS) -> None:
         self.budget = budget
         self.parked: list[Parked] = []
 
@@ -79,11 +81,15 @@ class ParkingLot:
             return
         kept, total = [], 0
         for entry in [parked, *self.parked]:
-            total += entry.payload.nbytes
+            total += len(entry.tokens)
             if total > self.budget:
                 break
             kept.append(entry)
         self.parked = kept
+
+    @property
+    def positions(self) -> int:
+        return sum(len(entry.tokens) for entry in self.parked)
 
     @property
     def nbytes(self) -> int:

@@ -120,7 +120,7 @@ class Copilot:
         # where the prompts in the target's cache began to be computed, and the last of those prompts
         self._piece_starts: list[int] = []
         self._pieces_of: list[int] = []
-        self._parking = parking.ParkingLot(self.options.park_bytes)  # conversations' caches set aside (parking.py)
+        self._parking = parking.ParkingLot(self.options.park_positions)  # conversations' caches set aside (parking.py)
         self._retriever_lock = threading.Lock()
 
     @classmethod

@@ -846,7 +846,7 @@ def test_a_question_back_in_the_conversation_after_a_detour_reuses_its_cache_and
     assert back.stats["prefilled_tokens"] == straight.stats["prefilled_tokens"]
     assert back.stats["prefilled_tokens"] < len(back.prompt_ids) - len(first.prompt_ids) + 1
     assert back.output_ids == straight.output_ids
-    # both others were parked in turn (within PARKED_BYTES): asked again, each is taken back whole
+    # both others were parked in turn (within PARKED_POSITIONS): asked again, each is taken back whole
     for earlier in (detour, other):
         retried = collect(copilot.answer(earlier.question))
         assert retried.stats["prefilled_tokens"] == 0 and retried.output_ids == earlier.output_ids
@@ -878,16 +878,17 @@ def test_a_cache_is_parked_only_where_the_runner_can_copy_it_out_and_enough_woul
     parked = parking.park(Stateful(), keep=3, piece_starts=[0, 2], pieces_of=[1, 2, 3])
     assert parked is not None and parked.tokens == [1, 2, 3] and parked.piece_starts == [0, 2]
     assert parking.park(Stateful(), keep=4, piece_starts=[0], pieces_of=[]) is None  # drops too little
-    lot = parking.ParkingLot(budget=5)  # bytes: two caches of 2 fit, a third does not
+    lot = parking.ParkingLot(budget=7)  # positions: two caches of 3 fit, a third does not
     for starts in ([0], [1], [2]):
         lot.park(Stateful(), keep=3, piece_starts=starts, pieces_of=[])
-    assert [p.piece_starts for p in lot.parked] == [[2], [1]] and lot.nbytes == 4  # the most recent two
-    tight = parking.ParkingLot(budget=1)  # a cache larger than the whole budget is not kept
+    assert [p.piece_starts for p in lot.parked] == [[2], [1]]  # the most recent two
+    assert lot.positions == 6 and lot.nbytes == 4
+    tight = parking.ParkingLot(budget=2)  # a cache larger than the whole budget is not kept
     tight.park(Stateful(), keep=3, piece_starts=[0], pieces_of=[])
     assert tight.parked == []
-    with pytest.raises(Exception, match="park_bytes"):
-        CopilotOptions(park_bytes=-1)
-    assert CopilotOptions().park_bytes == parking.PARKED_BYTES
+    with pytest.raises(Exception, match="park_positions"):
+        CopilotOptions(park_positions=-1)
+    assert CopilotOptions().park_positions == parking.PARKED_POSITIONS
 
 
 def test_an_answer_caught_in_a_loop_stops_and_says_why(copilot):
