@@ -95,7 +95,7 @@ class CachedLM:
         """Replace the cache by one `state_bytes` gave for `token_ids`; False (and an empty cache) if `payload`
         is not that. The values are copied: `payload` may be released afterwards."""
         self.reset()
-        cache = cache_from_bytes(self.model.config, len(token_ids), self.model.dtype, payload)
+        cache = cache_from_bytes(self.model.config, len(token_ids), self.model.dtype, payload, self.device)
         if cache is None:
             return False
         self.cache, self.tokens, self.reused = cache, list(token_ids), len(token_ids)  # loaded: nothing computed

@@ -128,10 +128,14 @@ def cache_bytes(cache: DynamicCache) -> memoryview:
 
 
 def cache_from_bytes(
-    config: PretrainedConfig, positions: int, dtype: torch.dtype, payload: memoryview
+    config: PretrainedConfig,
+    positions: int,
+    dtype: torch.dtype,
+    payload: memoryview,
+    device: torch.device | str = "cpu",
 ) -> DynamicCache | None:
-    """A cache holding `positions` positions read from `cache_bytes`'s layout, or None when `payload` is not
-    that many positions of this model's keys and values in `dtype`."""
+    """A cache on `device` holding `positions` positions read from `cache_bytes`'s layout, or None when `payload`
+    is not that many positions of this model's keys and values in `dtype`."""
     cache = growing_cache(config)
     heads = config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -144,5 +148,5 @@ def cache_from_bytes(
     for i, layer in enumerate(cache.layers):
         keys = flat[2 * i * per_tensor : (2 * i + 1) * per_tensor].view(shape)
         values = flat[(2 * i + 1) * per_tensor : (2 * i + 2) * per_tensor].view(shape)
-        layer.update(keys, values)  # copied into the layer's own buffers
+        layer.update(keys.to(device), values.to(device))  # copied into the layer's own buffers
     return cache
