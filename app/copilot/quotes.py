@@ -26,6 +26,15 @@ from app.copilot.markers import cited_numbers
 
 MIN_QUOTE_WORDS = 4
 MIN_QUOTE_CHARS = 20
+# Words that join a sentence rather than carry it. A run counts its words from its first to its last word that is
+# none of these: "submit the job to the" and "will be marked "DOWN" if" matched a passage by chance (session 61,
+# reported as quotes under another source's marker) and hold three and two such words. Written out here, not taken
+# from bm25s's list: importing bm25s (and SciPy) would add ~50 MB to the answering process.
+_FUNCTION_WORD_LIST = (
+    "a an and are as at be been but by can for from has have if in into is it its may no not of on or so such than "
+    "that the their then there these they this to was were when which will with would"
+)
+FUNCTION_WORDS = frozenset(_FUNCTION_WORD_LIST.split())
 _WORD = re.compile(r"\S+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
@@ -95,13 +104,23 @@ def _split_quotes(text: str, passages: Mapping[int, str]) -> list[Segment]:
                     break
                 if not text[cut].isalnum():  # whole words only: "explanation", never "expl"
                     stop = cut
-        if holder is not None and end - i >= MIN_QUOTE_WORDS and stop - start >= MIN_QUOTE_CHARS:
+        if holder is not None and stop - start >= MIN_QUOTE_CHARS and _carried(text, words[i:end]) >= MIN_QUOTE_WORDS:
             pieces += [Segment(text[done:start]), Segment(text[start:stop], holder)]
             done, i = stop, end + (stop > words[end - 1][1])  # a word the quote ends inside is not a new start
         else:
             i += 1
     pieces.append(Segment(text[done:]))
     return pieces
+
+
+def _carried(text: str, words: Sequence[tuple[int, int]]) -> int:
+    """How many of a run's words lie from its first to its last word that is no FUNCTION_WORDS one."""
+    carrying = [i for i, (start, stop) in enumerate(words) if _bare(text[start:stop]) not in FUNCTION_WORDS]
+    return carrying[-1] - carrying[0] + 1 if carrying else 0
+
+
+def _bare(word: str) -> str:
+    return word.strip(".,;:!?()[]\"'`“”‘’").lower()
 
 
 def _sentence_markers(text: str, start: int, stop: int) -> list[int]:

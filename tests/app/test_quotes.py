@@ -36,6 +36,16 @@ def test_short_common_runs_and_drafted_copies_are_left_as_they_are():
     assert mark_quotes([drafted, own], {5: FAQ, 3: SQUEUE}) == [drafted, own]
 
 
+def test_a_run_counts_its_words_from_its_first_to_its_last_that_carries_the_sentence():
+    # session 61: "submit the job to the" and "will be marked "DOWN" if" were reported as quotes under another
+    # source's marker; their words between the first and last that are not "the", "to", "will", "if", ... are 3 and 2
+    sbatch = "Use sbatch to submit the job to the controller, where it will be marked DOWN if it fails."
+    for phrase in ("You submit the job to the queue", "The node will be marked DOWN if the health check fails"):
+        assert mark_quotes([Segment(phrase)], {2: sbatch}) == [Segment(phrase)]
+    quoted = mark_quotes([Segment("It will submit the job to the controller, as sbatch does.")], {2: sbatch})
+    assert [s.text for s in quoted if s.passage == 2] == ["submit the job to the controller,"]
+
+
 def test_the_chat_shows_where_an_undrafted_answer_was_copied_from():
     passages = [Passage(1, FAQ, "faq.html", "FAQ"), Passage(2, SQUEUE, "squeue.html", "squeue")]
     answer = "[2] The reason a job is waiting for execution is printed within parenthesis."
