@@ -13,7 +13,10 @@ path is one flag away.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,9 +63,23 @@ def resolve_path(
     if device.type != "cpu" or dtype != "auto":
         return "none"
     chosen, kept = _fastest_on_cpu(cache_file, target)
-    if target is not None:
+    if target is not None and torch.get_num_threads() == fresh_process_threads():
         remember_auto_path(cache_file, target, chosen, kept)  # so a later process can read it without torch
     return chosen
+
+
+@functools.cache
+def fresh_process_threads() -> int:
+    """torch's thread count in a new process with this environment: the one the torch-free record of `auto`'s
+    choice (path_choice.light_key) stands for. A process that set its own count measures other paths' speeds:
+    the test suite's 1 thread timed int4 at 21.8 s a typical answer against 14.5 s at 2, and its record had
+    every later `specrag` on the AMX Xeon run llamacpp-f16 (session 62). Asked once, after a measurement."""
+    probe = "import torch; print(torch.get_num_threads())"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+        return int(done.stdout.strip())
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return -1  # unknown: record nothing
 
 
 def _fastest_on_cpu(cache_file: Path | None, target: str | None) -> tuple[str, bool]:

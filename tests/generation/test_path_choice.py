@@ -20,6 +20,7 @@ def test_what_auto_resolved_to_is_recorded_and_read_back_only_where_it_still_app
     from generation import numeric_path
 
     monkeypatch.setattr(numeric_path, "_fastest_on_cpu", lambda cache_file, target: ("llamacpp-f16", True))
+    monkeypatch.setattr(numeric_path, "fresh_process_threads", torch.get_num_threads)  # as in a new process
     assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") is None  # nothing measured yet
     assert resolve_path("auto", torch.device("cpu"), "auto", cache, "default-target") == "llamacpp-f16"
     assert path_choice.remembered_auto_path(cache, "default-target", "auto", "auto") == "llamacpp-f16"

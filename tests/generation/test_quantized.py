@@ -100,6 +100,7 @@ def test_a_path_measured_while_other_work_shares_the_cpu_serves_busy_starts_unti
     from generation.path_choice import remembered_auto_path
 
     calls = []
+    monkeypatch.setattr(paths, "fresh_process_threads", torch.get_num_threads)  # as a new `specrag` process runs
     monkeypatch.setattr(calibration, "BUSY_PROBE_SECONDS", 0.01)
     monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
     monkeypatch.setattr(paths, "measure_paths", lambda: calls.append(1) or {"none": 3.0, "int4": 1.0, "int8": 2.0})
@@ -116,6 +117,28 @@ def test_a_path_measured_while_other_work_shares_the_cpu_serves_busy_starts_unti
     monkeypatch.setattr(calibration, "OtherLoad", lambda: FakeLoad(1.0))
     assert remembered_auto_path(cache, "default-target", "cpu", "auto") == "llamacpp-f16"  # kept for good now
     assert json.loads(cache.read_text())[calibration.UNDER_LOAD] == {}
+
+
+def test_a_process_running_torch_on_another_thread_count_than_a_new_one_leaves_no_torch_free_record(
+    tmp_path, monkeypatch
+):
+    # session 62: the test suite (1 thread) measured int4 slower than llama.cpp and recorded that for every later
+    # process, which run 2 threads and were then sent to llamacpp-f16
+    from generation import numeric_path as paths
+    from generation.path_choice import remembered_auto_path
+
+    monkeypatch.setattr(paths, "measure_paths", lambda: {"none": 3.0, "int4": 1.0, "int8": 2.0})
+    monkeypatch.setattr(paths, "llamacpp_available", lambda: True)
+    monkeypatch.setattr(paths, "measure_answer_seconds", lambda *a: {"int4": 9.0, "llamacpp": 8.0, "llamacpp-f16": 7.0})
+    cache, cpu = tmp_path / "calibration.json", torch.device("cpu")
+    probe = paths.fresh_process_threads.__wrapped__  # the real probe, uncached
+    monkeypatch.setattr(paths, "fresh_process_threads", lambda: torch.get_num_threads() + 1)
+    assert resolve_path("auto", cpu, "auto", cache, "default-target") == "llamacpp-f16"
+    assert remembered_auto_path(cache, "default-target", "cpu", "auto") is None
+    monkeypatch.setattr(paths, "fresh_process_threads", torch.get_num_threads)
+    assert resolve_path("auto", cpu, "auto", cache, "default-target") == "llamacpp-f16"
+    assert remembered_auto_path(cache, "default-target", "cpu", "auto") == "llamacpp-f16"
+    assert probe() >= 1  # a new interpreter reports its own count
 
 
 @pytest.mark.parametrize(
