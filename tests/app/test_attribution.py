@@ -115,8 +115,8 @@ def test_a_drafted_copy_that_begins_with_the_space_after_a_sentence_is_judged_by
 def test_only_a_quotes_first_letter_may_differ_in_case_from_its_passage():
     (quote,) = quotes_of("[2] Each component may have its own resource request.")
     assert (quote.text, quote.holders) == ("Each component may have its own resource request.", (1,))
-    (rest,) = quotes_of("[2] Each component MAY have its own resource request.")  # inside a run: no match
-    assert rest.text == "have its own resource request."
+    (rest,) = quotes_of("[2] EACH component may have its own resource request.")  # more than its first letter
+    assert rest.text == "component may have its own resource request."
 
 
 def test_quotes_in_unmarked_sentences_short_runs_and_code_blocks_are_not_judged():
