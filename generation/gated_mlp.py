@@ -16,7 +16,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 ROWS = 256  # rows of the elementwise step at a time: 256 x 8960 float32 is 9 MB
-GATED_MLPS = ("Qwen2MLP", "LlamaMLP", "MistralMLP", "Qwen3MLP")  # each: down(act(gate(x)) * up(x))
+# each computes down(act(gate(x)) * up(x)); quantized_model.use_gated_mlps swaps them for GatedMLP
+GATED_MLPS = ("Qwen2MLP", "LlamaMLP", "MistralMLP", "Qwen3MLP")
 
 
 class GatedMLP(nn.Module):
@@ -47,12 +48,3 @@ class GatedMLP(nn.Module):
         if any(layer.bias is not None for layer in layers):
             return None
         return self.gate_proj.wide_product(rows), self.up_proj.wide_product(rows)
-
-
-def use_gated_mlps(model: nn.Module) -> nn.Module:
-    """Swap every Qwen2/Llama-style MLP of `model` for a GatedMLP holding the same layers (same state dict)."""
-    for name, module in list(model.named_modules()):
-        if type(module).__name__ in GATED_MLPS:
-            parent, _, child = name.rpartition(".")
-            setattr(model.get_submodule(parent) if parent else model, child, GatedMLP(module))
-    return model

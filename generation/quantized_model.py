@@ -23,7 +23,7 @@ from safetensors.torch import save_file
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
-from generation.gated_mlp import use_gated_mlps
+from generation.gated_mlp import GATED_MLPS, GatedMLP
 from generation.gguf_blocks import GGUFTensors, q4k_groups
 from generation.invariant_attention import NAME as INVARIANT_ATTENTION
 from generation.invariant_attention import register_invariant_attention
@@ -209,6 +209,14 @@ def _embedding_from_gguf(tensors: GGUFTensors, name: str, module: nn.Embedding) 
     table = HalfEmbedding(module.num_embeddings, module.embedding_dim)
     table.table = tensors.floats(base).to(torch.bfloat16)
     return table
+
+
+def use_gated_mlps(model: nn.Module) -> nn.Module:
+    """Swap every Qwen2/Llama-style MLP of `model` for a GatedMLP holding the same layers (same state dict)."""
+    for name, module in list(model.named_modules()):
+        if type(module).__name__ in GATED_MLPS:
+            replace_module(model, name, GatedMLP(module))
+    return model
 
 
 def replace_module(model: nn.Module, name: str, new: nn.Module) -> None:
