@@ -10,7 +10,7 @@ appends after the prompt and crops back to it, so the prompt's positions stay in
 until a later prefill or crop replaces them, and `tokens` says which ids the cache holds.
 A copy cost the default target 57 KB per position twice over (taken after each prefill,
 and again when a prefill reused it): 96 MB each for a 1,700-token prompt, at the peak of
-`specrag ask`'s memory. LlamaCppLM keeps its snapshot the same way.
+`specrag ask`'s memory. LlamaCppLM keeps its snapshot the same way (prompt_snapshot.py).
 Works for any transformers causal LM whose cache is a `DynamicCache`; full-attention layers
 append in place (`generation/kv_cache.py`).
 """
@@ -24,13 +24,13 @@ import torch
 
 from generation.invariant_attention import MAX_ROWS
 from generation.kv_cache import cache_bytes, cache_from_bytes, copyable, growing_cache
-from generation.token_ids import common_prefix_length
+from generation.prompt_snapshot import PromptSnapshot
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
-class CachedLM:
+class CachedLM(PromptSnapshot):
     def __init__(self, model: PreTrainedModel, keep_snapshot: bool = True) -> None:
         self.model = model
         self.device = next(model.parameters()).device
@@ -133,22 +133,6 @@ class CachedLM:
         if self.keep_snapshot:
             self._snapshot = list(token_ids)
         return logits
-
-    def snapshot_prefix(self, token_ids: list[int]) -> int:
-        """How many leading tokens of `token_ids` the next prefill would take from the cache."""
-        if self._snapshot is None or len(self.tokens) != self.length:  # a cache set from outside: ids unknown
-            return 0
-        return min(common_prefix_length(self._snapshot, token_ids), common_prefix_length(self.tokens, token_ids))
-
-    @property
-    def snapshot_length(self) -> int:
-        """How many tokens the snapshot holds (0: none)."""
-        return len(self._snapshot) if self._snapshot is not None else 0
-
-    def trim_snapshot(self, length: int) -> None:
-        """Keep only the snapshot's first `length` positions (drop a prompt's tail, keep its prefix)."""
-        if self._snapshot is not None:
-            self._snapshot = self._snapshot[:length]
 
     def crop(self, length: int) -> None:
         """Keep the first `length` cached positions."""

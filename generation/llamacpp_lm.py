@@ -38,6 +38,7 @@ import numpy as np
 from generation import llamacpp_log
 from generation.errors import ModelError, SpecragError
 from generation.gguf_tokenizer import GgufTokenizer
+from generation.prompt_snapshot import PromptSnapshot
 from generation.token_ids import common_prefix_length
 
 BATCH = 512  # tokens per llama_decode call (llama.cpp's default batch)
@@ -70,7 +71,7 @@ class EosConfig:
     eos_token_id: list[int] = field(default_factory=list)
 
 
-class LlamaCppLM:
+class LlamaCppLM(PromptSnapshot):
     """One llama.cpp context over a GGUF file, holding one sequence in its KV cache."""
 
     device = "cpu"
@@ -212,22 +213,6 @@ class LlamaCppLM:
         if self.keep_snapshot:
             self._snapshot = list(token_ids)
         return logits
-
-    def snapshot_prefix(self, token_ids: list[int]) -> int:
-        """How many leading tokens of `token_ids` the next prefill would take from the cache."""
-        if self._snapshot is None:
-            return 0
-        return min(common_prefix_length(self._snapshot, token_ids), common_prefix_length(self.tokens, token_ids))
-
-    @property
-    def snapshot_length(self) -> int:
-        """How many tokens the snapshot holds (0: none)."""
-        return len(self._snapshot) if self._snapshot is not None else 0
-
-    def trim_snapshot(self, length: int) -> None:
-        """Keep only the snapshot's first `length` positions (drop a prompt's tail, keep its prefix)."""
-        if self._snapshot is not None:
-            self._snapshot = self._snapshot[:length]
 
     def restore(self, snapshot: tuple[int, ...]) -> None:
         """Make the cache hold exactly `snapshot` (a `cache` taken earlier): crop to the common part, feed the rest."""
