@@ -76,7 +76,6 @@ class CachedLM(PromptSnapshot):
             *weight_files(config),
             str(getattr(config, "_commit_hash", "") or ""),
             str(config._attn_implementation),
-            str(self.model.dtype),
             torch.__version__,
             cpu_name(),
             plan,

@@ -140,8 +140,7 @@ def cache_from_bytes(
     heads = config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     per_tensor = heads * positions * head_dim
-    itemsize = torch.empty(0, dtype=dtype).element_size()
-    if not copyable(cache) or positions < 1 or len(payload) != 2 * len(cache.layers) * per_tensor * itemsize:
+    if not copyable(cache) or positions < 1 or len(payload) != 2 * len(cache.layers) * per_tensor * dtype.itemsize:
         return None
     flat = torch.frombuffer(payload, dtype=dtype)
     shape = (1, heads, positions, head_dim)
