@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from app.copilot.citations import segments_of
 from app.copilot.events import Passage
 from app.copilot.pipeline import final_from_text
 from app.copilot.tool_pages import ToolPages, read_tool_pages
@@ -89,12 +90,14 @@ def _copies(answer: dict[str, Any], row_id: object) -> tuple[list[list[int]], di
     citations = answer["citations"]
     if "copied_spans" not in citations:
         return None
-    spans, size = citations["copied_spans"], len(answer["text"])
-    if not all(len(span) == 3 and 0 <= span[0] < span[1] <= size for span in spans):
+    spans = citations["copied_spans"]
+    try:  # the spans' own check, here rather than inside the checks, whose other ValueErrors are no edited row's
+        segments_of(answer["text"], spans)
+    except ValueError as err:
         raise SpecragError(
-            f"row {row_id}: its copied spans do not fit an answer of {size} characters; "
+            f"row {row_id}: its copied spans do not fit an answer of {len(answer['text'])} characters ({err}); "
             "rescore the results file an eval wrote"
-        )
+        ) from err
     return spans, {int(n): tokens for n, tokens in citations.get("copied", {}).items()}
 
 
