@@ -17,6 +17,9 @@ from app.copilot.events import Citations, Passage, Segment
 from app.copilot.markers import cited_numbers
 from app.copilot.quotes import mark_quotes, with_quotes
 
+# a saved answer's drafter copies: (start, end, passage) spans in its text, and tokens copied per passage
+Copies = tuple[Sequence[Sequence[int]], Mapping[int, int]]
+
 
 def passage_of(origin: str) -> int | None:
     """The passage number of an origin label "passage:N", else None."""
@@ -29,7 +32,7 @@ def build_citations(
     origins: Sequence[str],
     passages: Sequence[Passage],
     decode: Callable[[Sequence[int]], str],
-    copies: tuple[Sequence[Sequence[int]], Mapping[int, int]] | None = None,
+    copies: Copies | None = None,
 ) -> Citations:
     """The answer's markers and provenance: the drafter's copies from its token `origins`, or, for a saved answer
     (`copies`: the spans and per-passage token counts `Citations` recorded live), from those."""

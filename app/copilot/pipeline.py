@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -720,7 +720,7 @@ def final_from_text(
     withheld: str = "",
     history: Sequence[Turn] = (),
     pages: ToolPages | None = None,
-    copies: tuple[Sequence[Sequence[int]], Mapping[int, int]] | None = None,
+    copies: cite.Copies | None = None,
 ) -> Final:
     """The Final that `answer`, written for `question` (after the turns of `history`) over `passages` and ended
     for `finish`, gets from the pipeline's checks, without a model: what `app.eval.rescore` scores saved answers
@@ -748,7 +748,7 @@ def _checked_final(
     models: dict[str, Any],
     cited_notice: str = "",
     added: int | None = None,
-    copies: tuple[Sequence[Sequence[int]], Mapping[int, int]] | None = None,
+    copies: cite.Copies | None = None,
 ) -> Final:
     """The answer's Final: what the user is shown of it, its citations, grounding, quotes and recitations.
     `added`: the passage an uncited answer quotes in every sentence, shown opening it (withhold.py)."""
