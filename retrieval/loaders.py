@@ -9,12 +9,14 @@ point back to where it came from.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import logging
 import re
+import zlib
 from collections.abc import Callable, Iterable
 from copy import deepcopy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +54,7 @@ DEFAULT_MAX_BYTES = 20 * 2**20
 DOCX_MAX_UNPACKED = 256 * 2**20  # a .docx is a zip: one that would unpack to more is skipped, not inflated
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
 SNIFF_BYTES = 8192
+GZIP_SUFFIX = ".gz"
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _MARK = re.compile(r"\u27e6specrag-h(\d+)\u27e7")  # printable, so trafilatura keeps it
 _SPAN_MARK = re.compile(r"\u27e6specrag-([tdu])(\d+)\u27e7")  # where an entry, its description start and end
@@ -104,20 +107,46 @@ class Document:
 
 
 def kind_of(path: Path) -> str | None:
-    """The loader kind for a file name, or None when the extension is not supported."""
-    return KINDS.get(path.suffix.lower())
+    """The loader kind for a file name, or None when the extension is not supported. A gzip-compressed
+    file (`guide.md.gz`, as Debian ships most of /usr/share/doc) has the kind of the name inside."""
+    return KINDS.get(_inner(path).suffix.lower())
+
+
+def _inner(path: Path) -> Path:
+    """The name a compressed file holds (`guide.md.gz` -> `guide.md`), else `path` itself."""
+    return path.with_suffix("") if path.suffix.lower() == GZIP_SUFFIX else path
 
 
 def load_document(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     """Read one file; raise SkipFile(reason) if it is unsupported, empty, huge, binary or broken."""
     kind = kind_of(path)
     if kind is None:
-        raise SkipFile(f"unsupported file type {path.suffix or '(no extension)'!r}")
+        compressed = path.suffix if _inner(path) != path else ""
+        raise SkipFile(f"unsupported file type {_inner(path).suffix + compressed or '(no extension)'!r}")
     data = read_bytes(path, max_bytes)
-    doc = READERS[kind](path, data)
+    inner = _inner(path)
+    if inner != path:
+        data = gunzip(data, max_bytes)
+    # the reader names the page after the inner file; its source stays the file on disk
+    doc = replace(READERS[kind](inner, data), source=str(path))
     if not doc.text.strip():
         raise SkipFile("no text content")
     return doc
+
+
+def gunzip(data: bytes, max_bytes: int) -> bytes:
+    """A gzip file's content, at most `max_bytes` of it unpacked: a larger one is skipped, not inflated
+    (a few KB of gzip can unpack to gigabytes)."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as unpacking:
+            content = unpacking.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as err:
+        raise SkipFile(f"not a readable gzip file ({err})") from err
+    if len(content) > max_bytes:
+        raise SkipFile(f"too large unpacked (over {max_bytes / 2**20:.1f} MiB, the limit)")
+    if not content:
+        raise SkipFile("empty file")
+    return content
 
 
 def read_bytes(path: Path, max_bytes: int) -> bytes:

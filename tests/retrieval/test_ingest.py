@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
@@ -44,6 +45,20 @@ def test_first_ingest_indexes_every_supported_file(docs, tmp_path, fake):
     assert manifest["roots"] == [str(docs.resolve())]
     entry = manifest["files"][str(docs.resolve() / "munge-keys.txt")]
     assert len(entry["sha256"]) == 64 and entry["chunks"] >= 1
+
+
+def test_compressed_documents_are_indexed_and_followed_like_plain_ones(docs, tmp_path, fake):
+    # a Debian doc folder: guide.md.gz is a document, changelog.Debian.gz is not
+    (docs / "icinga.md.gz").write_bytes(gzip.compress(b"# Checks\n\nRun icinga2 daemon -C before a restart.\n"))
+    (docs / "changelog.Debian.gz").write_bytes(gzip.compress(b"icinga2 (2.13) unstable; urgency=medium\n"))
+    report = ingest([docs], tmp_path / "index", embedder=fake)
+    assert "icinga.md.gz" in {Path(p).name for p in report.added} and report.ignored == {".gz": 1}
+    retriever = open_index(tmp_path / "index", FakeEmbedder())
+    chunk = next(c for c in retriever.index.chunks if c.source.endswith("icinga.md.gz"))
+    assert "icinga2 daemon -C" in chunk.text and chunk.title == "Checks"
+    (docs / "icinga.md.gz").write_bytes(gzip.compress(b"# Checks\n\nRun icinga2 daemon -C, then reload.\n"))
+    again = ingest([docs], tmp_path / "index", embedder=fake)
+    assert [Path(p).name for p in again.updated] == ["icinga.md.gz"] and not again.added
 
 
 def test_unchanged_reingest_writes_nothing_and_loads_no_model(docs, tmp_path, fake, no_model_loading):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -282,6 +283,34 @@ def test_kind_of_is_by_extension_case_insensitive():
     assert kind_of(Path("x.Md")) == "markdown" == kind_of(Path("docs/intro.mdx"))
     assert (kind_of(Path("guide.rest")), kind_of(Path("Runbook.DOCX"))) == ("rst", "docx")
     assert kind_of(Path("image.png")) is None
+
+
+def test_gzip_compressed_documents_are_read_as_the_file_inside(tmp_path):
+    # Debian ships most of /usr/share/doc compressed: guide.md.gz is Markdown, changelog.gz is not a document
+    assert kind_of(Path("doc/09-object-types.md.gz")) == "markdown" == kind_of(Path("A.MD.GZ"))
+    assert (kind_of(Path("changelog.Debian.gz")), kind_of(Path("changelog.gz"))) == (None, None)
+    raw = (FIXTURES / "runbook-slurmctld.md").read_bytes()
+    path = tmp_path / "runbook-slurmctld.md.gz"
+    path.write_bytes(gzip.compress(raw))
+    doc = load_document(path)
+    plain = load_document(FIXTURES / "runbook-slurmctld.md")
+    assert (doc.kind, doc.title, doc.text, doc.sections) == ("markdown", plain.title, plain.text, plain.sections)
+    assert doc.source == str(path)  # citations point at the file on disk
+    untitled = tmp_path / "notes.txt.gz"
+    untitled.write_bytes(gzip.compress(b"munge -n | unmunge\n"))
+    assert load_document(untitled).title == "notes"  # named after the file inside, not "notes.txt"
+
+
+def test_broken_empty_or_oversized_gzip_files_are_skipped(tmp_path):
+    (tmp_path / "cut.md.gz").write_bytes(gzip.compress(b"# Title\n\n" + b"text " * 2000)[:40])
+    (tmp_path / "fake.txt.gz").write_bytes(b"plain text, not gzip")
+    (tmp_path / "empty.md.gz").write_bytes(gzip.compress(b""))
+    (tmp_path / "bomb.txt.gz").write_bytes(gzip.compress(b"a" * 50_000))  # 50 KB unpacked from ~100 bytes
+    assert "gzip" in skip_reason(tmp_path / "cut.md.gz")
+    assert "gzip" in skip_reason(tmp_path / "fake.txt.gz")
+    assert "empty" in skip_reason(tmp_path / "empty.md.gz")
+    assert "too large unpacked" in skip_reason(tmp_path / "bomb.txt.gz", max_bytes=10_000)
+    assert "unsupported" in skip_reason(tmp_path / "changelog.gz")
 
 
 # --- malformed input: every case is a SkipFile with a reason, never another exception ------------
