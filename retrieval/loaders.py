@@ -25,6 +25,7 @@ from retrieval.errors import SkipFile
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
+    from markdown_it.token import Token
     from trafilatura.settings import Document as TrafilaturaDocument
 
 KINDS = {
@@ -48,8 +49,9 @@ KINDS = {
 # `_keep_headings_and_terms`; 6: definition-list entries are located, so a chunk that goes on with an
 # entry's description is labelled with its term, `_entries`; 7: where an entry's description starts, so
 # a chunk of nothing but its term joins the next, `chunking.with_terms_joined`). Markdown 2: front matter
-# is metadata (its `title` names the page), not a heading and not text. PDF 2: bookmarks name the pages.
-READER_REVISIONS = {"html": 7, "markdown": 2, "pdf": 2}
+# is metadata (its `title` names the page), not a heading and not text; 3: a heading's inline HTML is no part of
+# its name (`_heading_text`). PDF 2: bookmarks name the pages.
+READER_REVISIONS = {"html": 7, "markdown": 3, "pdf": 2}
 DEFAULT_MAX_BYTES = 20 * 2**20
 DOCX_MAX_UNPACKED = 256 * 2**20  # a .docx is a zip: one that would unpack to more is skipped, not inflated
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
@@ -250,7 +252,7 @@ def read_markdown(path: Path, data: bytes) -> Document:
         meta = front_matter(toml.group(1), "toml")
         body = toml.end() if meta is not None else 0
     headings = [
-        Heading(int(tok.tag[1:]), tokens[i + 1].content.strip(), lines[tok.map[0]], lines[tok.map[1]])
+        Heading(int(tok.tag[1:]), _heading_text(tokens[i + 1]), lines[tok.map[0]], lines[tok.map[1]])
         for i, tok in enumerate(tokens)
         if tok.type == "heading_open" and tok.map and lines[tok.map[0]] >= body  # a TOML `# comment` is none
     ]
@@ -258,6 +260,22 @@ def read_markdown(path: Path, data: bytes) -> Document:
     named = _one_line(title) if isinstance(title, str) else ""
     title = named or next((h.title for h in headings if h.level == 1 and h.title), path.stem)
     return Document(str(path), title, text, sections_from_headings(text, headings, title, body), "markdown")
+
+
+def _heading_text(inline: Token) -> str:
+    """A heading as a reader sees it: its words and `code`, without inline HTML (`<a id="anchor"></a>`,
+    which Icinga's and many GitHub-hosted manuals put in every heading) or emphasis and link marks."""
+    parts = []
+    for child in inline.children or ():
+        if child.type in ("text", "html_inline") or child.type.endswith(("_open", "_close")):
+            parts.append(child.content if child.type == "text" else "")
+        elif child.type == "code_inline":
+            parts.append(child.markup + child.content + child.markup)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        else:  # an image: its alt text
+            parts.append(child.content)
+    return re.sub(r"\s+", " ", "".join(parts)).strip()
 
 
 _TOML_FRONT_MATTER = re.compile(r"\+\+\+[ \t]*\r?\n(.*?)^\+\+\+[ \t]*(?:\r?\n|\Z)", re.S | re.M)

@@ -41,6 +41,24 @@ def test_markdown_without_h1_is_titled_by_file_stem(tmp_path):
     assert headings(doc) == ["Decay"]
 
 
+def test_markdown_headings_lose_inline_html_and_emphasis_marks_but_keep_code(tmp_path):
+    # Icinga's manual puts an anchor in each of its 1,277 headings: it named every page and section
+    path = tmp_path / "11-cli-commands.md"
+    path.write_text(
+        '# Icinga 2 CLI Commands <a id="cli-commands"></a>\n\nIntro.\n\n'
+        '## Validate with `icinga2 daemon -C` **first** <a id="config-validation"></a>\n\nRun it.\n\n'
+        "### [Feature](features.md) and ![the logo](logo.png) list\n\nMore.\n",
+        encoding="utf-8",
+    )
+    doc = load_document(path)
+    assert doc.title == "Icinga 2 CLI Commands"
+    assert headings(doc) == [
+        "",
+        "Validate with `icinga2 daemon -C` first",
+        "Validate with `icinga2 daemon -C` first > Feature and the logo list",
+    ]
+
+
 def test_text_is_one_whole_document():
     txt = load_document(FIXTURES / "munge-keys.txt")
     assert txt.kind == "text" and len(txt.sections) == 1
