@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-CORPORA = ("slurm", "haproxy", "apache", "runbooks")
+CORPORA = ("slurm", "haproxy", "apache", "icinga", "runbooks")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,6 +59,10 @@ def corpus_path(name: str) -> Path:
             from corpora.apache import ensure_apache_docs
 
             return ensure_apache_docs()
+        if name == "icinga":
+            from corpora.icinga import ensure_icinga_docs
+
+            return ensure_icinga_docs()
         if name == "runbooks":
             from corpora import bundled_runbooks_dir
 

@@ -1,4 +1,5 @@
-"""Recipe for a documentation corpus that Debian packages as HTML (`slurm-wlm-doc`, `haproxy-doc`).
+"""Recipe for a documentation corpus that Debian packages as pages (HTML: `slurm-wlm-doc`, `haproxy-doc`;
+gzipped Markdown: `icinga2-doc`).
 
 `ensure_docs(spec)` returns the folder of the package's HTML pages. It prefers an installed
 package, then a previously extracted cache, and otherwise downloads the .deb with `apt-get
@@ -40,6 +41,7 @@ class DebianDocs:
     marker_page: str
     min_pages: int
     system_html: Path | None = None  # where an installed package has them; default / html_subpath
+    page_glob: str = "*.html"  # what a page's file name looks like
 
     @property
     def installed_html(self) -> Path:
@@ -53,7 +55,7 @@ class DebianDocs:
         """True when `folder` looks like a complete set of the package's HTML pages."""
         if not (folder / self.marker_page).is_file():
             return False
-        return sum(1 for _ in folder.glob("*.html")) >= self.min_pages
+        return sum(1 for _ in folder.glob(self.page_glob)) >= self.min_pages
 
 
 def ensure_docs(spec: DebianDocs, cache_dir: Path | None = None) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import corpora
-from corpora import apache, debian_docs, haproxy, slurm
+from corpora import apache, debian_docs, haproxy, icinga, slurm
 
 RUNBOOKS = sorted(corpora.bundled_runbooks_dir().glob("*.md"))
 QUESTIONS_PATH = corpora.slurm_questions_path()
@@ -281,6 +281,15 @@ def test_default_cache_dir_follows_specrag_home(monkeypatch: pytest.MonkeyPatch,
     assert SPEC.default_cache_dir() == Path.home() / ".cache" / "specrag" / "corpora" / "slurm"
 
 
+def test_a_markdown_corpus_counts_its_own_pages(tmp_path: Path) -> None:
+    spec = replace(icinga.ICINGA, min_pages=2)
+    (tmp_path / spec.marker_page).write_bytes(b"")
+    (tmp_path / "index.html").write_bytes(b"")
+    assert not spec.has_pages(tmp_path)  # an html page is not one of its chapters
+    (tmp_path / "02-installation.md.gz").write_bytes(b"")
+    assert spec.has_pages(tmp_path) and not SPEC.has_pages(tmp_path)
+
+
 def test_corpus_error_is_a_specrag_error() -> None:
     from generation.errors import SpecragError
 
@@ -291,19 +300,25 @@ def test_corpus_error_is_a_specrag_error() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "ensure_docs"), [("haproxy", haproxy.ensure_haproxy_docs), ("apache", apache.ensure_apache_docs)]
+    ("spec", "ensure_docs", "count", "unanswerable"),
+    [
+        (haproxy.HAPROXY, haproxy.ensure_haproxy_docs, 26, 6),
+        (apache.APACHE, apache.ensure_apache_docs, 26, 6),
+        (icinga.ICINGA, icinga.ensure_icinga_docs, 20, 4),
+    ],
+    ids=["haproxy", "apache", "icinga"],
 )
-def test_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages(name, ensure_docs) -> None:
-    """Every expected keyword survives ingest's HTML reader, so keyword recall measures the model, not
-    the reader (the command names of HAProxy's management guide did not, before reader revision 4)."""
+def test_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages(spec, ensure_docs, count, unanswerable) -> None:
+    """Every expected keyword survives ingest's reader, so keyword recall measures the model, not the reader
+    (the command names of HAProxy's management guide did not, before reader revision 4)."""
     from retrieval.loaders import load_document
 
-    path = Path(corpora.__file__).parent / name / "questions.jsonl"
+    path = Path(corpora.__file__).parent / spec.name / "questions.jsonl"
     questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    assert len({q["id"] for q in questions}) == len(questions) == 26
-    assert sum(not q["gold"] for q in questions) >= 5
+    assert len({q["id"] for q in questions}) == len(questions) == count
+    assert sum(not q["gold"] for q in questions) == unanswerable
     docs = ensure_docs()  # installed, cached, or fetched with apt, as for the Slurm pages
-    pages = {page.name: page for page in sorted(docs.rglob("*.html"), reverse=True)}  # gold names are unique
+    pages = {page.name: page for page in sorted(docs.rglob(spec.page_glob), reverse=True)}  # gold names are unique
     texts = {page: load_document(pages[page]).text for q in questions for page in q["gold"]}
     for q in questions:
         assert bool(q["gold"]) == bool(q["answer_keywords"]) == (q["kind"] != "unanswerable"), q["id"]

@@ -1,0 +1,27 @@
+"""The Icinga 2 manual (2.13): the Markdown chapters of Debian's `icinga2-doc` package, gzipped.
+
+24 long chapters (CLI commands, REST API, object types, distributed monitoring, troubleshooting),
+a fourth project's layout after Slurm, HAProxy and Apache, and the first in Markdown; nothing in
+specrag was tuned on them before `corpora/icinga/questions.jsonl` was written (session 64). Run
+`python -m corpora.icinga [CACHE_DIR]` to fetch the chapters and print their folder.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from corpora.debian_docs import DebianDocs, ensure_docs, main
+
+ICINGA = DebianDocs(
+    "icinga", "icinga2-doc", Path("usr/share/doc/icinga2/markdown"), "11-cli-commands.md.gz", 20, page_glob="*.md.gz"
+)
+
+
+def ensure_icinga_docs(cache_dir: Path | None = None) -> Path:
+    """Return a folder holding the Icinga 2 manual's chapters, downloading and unpacking them if needed."""
+    return ensure_docs(ICINGA, cache_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main(ICINGA, sys.argv[1:]))
