@@ -15,6 +15,7 @@ from typing import Any
 
 from app.copilot import Final
 from app.copilot.code_spans import FENCE_LINE, INLINE, joined_spans
+from app.copilot.links import LINK, is_relative
 from app.copilot.summary import check_notes, shown_paths, source_heading, stats_parts
 
 MESSAGE_LIMIT = 3000  # characters of one message's answer text (a section block holds 3000)
@@ -26,7 +27,6 @@ ERROR_PREFIX = ":warning: Sorry"
 WITHHELD_REST = "_(withheld: see the message above)_"  # a streamed message the withheld notice did not need
 REPEATS_REST = "_(left out: the answer repeated itself; see the message above)_"  # ... the collapsed answer
 
-_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 _BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
@@ -87,7 +87,7 @@ _HELD = re.compile(r"\x02(\d+)\x03")  # a held code span's place while the line 
 
 def _formatted(part: str) -> str:
     part = escape(part)
-    part = _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", part)
+    part = LINK.sub(lambda m: m.group(1) if is_relative(m.group(2)) else f"<{m.group(2)}|{m.group(1)}>", part)
     part = _BOLD.sub(lambda m: "\0" + m.group(2) + "\0", part)  # hold bold while italics change
     part = _ITALIC.sub(lambda m: f"_{m.group(1)}_", part)
     part = _STRIKE.sub(lambda m: f"~{m.group(1)}~", part)

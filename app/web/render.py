@@ -32,6 +32,7 @@ from app.copilot.events import (
     UnlistedValue,
 )
 from app.copilot.gate import weak_match_warning
+from app.copilot.links import relative_links_as_text
 from app.copilot.summary import (
     REPEATED_EARLIER,
     adapted,
@@ -96,8 +97,9 @@ _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def inert_tags(text: str) -> str:
-    """`text` (the model's markdown) with every `<` that could open an HTML tag in its prose written `&lt;`; code
-    spans and fenced blocks, which markdown shows as they are, stay as written.
+    """`text` (the model's markdown) with every `<` that could open an HTML tag in its prose written `&lt;`, and
+    each relative link written as its text (app/copilot/links.py); code spans and fenced blocks, which markdown
+    shows as they are, stay as written.
 
     The chat renders markdown, and markdown passes HTML through: "check with "ping <address>"", copied from the
     Slurm troubleshooting guide, showed "ping", a line break and the rest, its `<address>` taken for an HTML
@@ -108,9 +110,13 @@ def inert_tags(text: str) -> str:
     for begin, end in sorted(code):
         if begin < at:
             continue  # inside a span already kept (backticks in a fenced block)
-        out += [_TAG_START.sub("&lt;", text[at:begin]), text[begin:end]]
+        out += [_shown_prose(text[at:begin]), text[begin:end]]
         at = end
-    return "".join([*out, _TAG_START.sub("&lt;", text[at:])])
+    return "".join([*out, _shown_prose(text[at:])])
+
+
+def _shown_prose(prose: str) -> str:
+    return _TAG_START.sub("&lt;", relative_links_as_text(prose))
 
 
 def close_fences(text: str) -> str:

@@ -91,6 +91,21 @@ def test_a_placeholder_in_the_answers_prose_is_text_not_an_html_element():
     assert "sbatch --begin=&lt;time&gt; job.sh" in shown and "&amp;lt;" not in shown
 
 
+def test_a_link_to_the_sources_own_chapter_is_text_and_a_web_link_stays_a_link():
+    """Icinga's "[troubleshooting](15-troubleshooting.md#troubleshooting)", quoted in an answer, opened the chat
+    server's own address (not found) in a new tab."""
+    from markdown_it import MarkdownIt
+
+    answer = (
+        "Read the [troubleshooting](15-troubleshooting.md#troubleshooting) chapter, [the API](#api) and "
+        "[Icinga's site](https://icinga.com/docs/).\n\n```\n[ -f x ] && echo [a](b.md)\n```\n"
+    )
+    shown = MarkdownIt("commonmark").render(render.answer_message(answer)["content"])
+    assert "Read the troubleshooting chapter, the API and" in shown
+    assert '<a href="https://icinga.com/docs/">Icinga\'s site</a>' in shown and shown.count("<a ") == 1
+    assert "[ -f x ] &amp;&amp; echo [a](b.md)" in shown  # code as written
+
+
 def test_provenance_marks_inside_a_code_fence_stay_markup_when_the_chat_renders_markdown():
     """A copied span inside a fenced command used to show as literal '<span class=...>' text."""
     from markdown_it import MarkdownIt

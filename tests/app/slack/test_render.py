@@ -23,6 +23,11 @@ def test_markdown_becomes_mrkdwn_and_control_characters_are_escaped():
     )
 
 
+def test_a_link_to_the_sources_own_chapter_is_text_in_slack():
+    markdown = "See [troubleshooting](15-troubleshooting.md#troubleshooting), [docs](https://x.org) and `[a](b.md)`"
+    assert render.to_mrkdwn(markdown) == "See troubleshooting, <https://x.org|docs> and `[a](b.md)`"
+
+
 def test_double_backtick_code_becomes_slacks_single_backtick_code():
     assert render.to_mrkdwn("Set ``multipart_chunksize`` to ``16MB`` **now**, or `` a`b ``") == (
         "Set `multipart_chunksize` to `16MB` *now*, or `` a`b ``"
