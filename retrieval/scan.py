@@ -4,7 +4,11 @@ A symlink whose target leaves its root is skipped and reported unless `follow_sy
 (an `innocent.md -> ../secret.md` would otherwise make the secret searchable). Symlinked folders
 inside the root are not entered twice; with `follow_symlinks` each real folder is walked once, so
 link cycles end. Hidden entries and the index folder itself are never visited. A folder that
-cannot be listed is reported, not silently dropped.
+cannot be listed is reported, not silently dropped. A built Sphinx site's `_sources` folder holds
+a `.rst.txt` copy of every page beside the HTML: indexed too, each page took two of a question's
+passages (rsyslog's manual, session 64), so it is skipped and reported. A symlink to a file of an
+unsupported type counts as ignored, whether or not its target exists (Debian's Sphinx pages link
+their `.js` files to another package).
 
 Roots and the embedding model recorded in a manifest are data from disk, not the user's word:
 `untrusted_roots` names the tracked roots an ingest may not rescan on its own (those neither
@@ -21,6 +25,8 @@ from pathlib import Path
 
 from core.paths import cache_root
 from retrieval.loaders import kind_of
+
+SPHINX_BUILD_MARKS = ("searchindex.js", "objects.inv")
 
 
 @dataclass
@@ -63,7 +69,13 @@ def _walk(root: Path, index_dir: Path, follow: bool, result: Scan) -> set[str]:
             path = Path(entry.path)
             if entry.name.startswith(".") or path == index_dir:
                 continue
+            if entry.is_symlink() and not entry.is_dir() and not kind_of(path):
+                result.ignored[path.suffix.lower() or "(none)"] += 1
+                continue
             if entry.is_symlink() and not _link_allowed(path, real_root, follow, result):
+                continue
+            if entry.is_dir() and _sphinx_sources(path):
+                result.skip(path, "a Sphinx build's copies of its pages' sources; the pages beside it are indexed")
                 continue
             if entry.is_dir():
                 real = path.resolve()
@@ -77,6 +89,11 @@ def _walk(root: Path, index_dir: Path, follow: bool, result: Scan) -> set[str]:
             else:
                 result.ignored[path.suffix.lower() or "(none)"] += 1
     return found
+
+
+def _sphinx_sources(folder: Path) -> bool:
+    """Is `folder` the `_sources` of a built Sphinx site (its search index or inventory beside it)?"""
+    return folder.name == "_sources" and any((folder.parent / mark).is_file() for mark in SPHINX_BUILD_MARKS)
 
 
 def _link_allowed(path: Path, real_root: Path, follow: bool, result: Scan) -> bool:

@@ -61,6 +61,30 @@ def test_compressed_documents_are_indexed_and_followed_like_plain_ones(docs, tmp
     assert [Path(p).name for p in again.updated] == ["icinga.md.gz"] and not again.added
 
 
+def test_a_sphinx_builds_copies_of_its_sources_are_skipped_and_reported(docs, tmp_path, fake):
+    # rsyslog's manual: every page twice, as HTML and as _sources/<page>.rst.txt, took two passages of six
+    site = docs / "site"
+    (site / "_sources" / "modules").mkdir(parents=True)
+    (site / "imfile.html").write_text("<html><body><h1>imfile</h1><p>Text file input module.</p></body></html>")
+    (site / "_sources" / "modules" / "imfile.rst.txt").write_text("imfile\n======\n\nText file input module.\n")
+    (site / "searchindex.js").write_text("Search.setIndex({})")
+    (docs / "notes" / "_sources").mkdir(parents=True)  # not a Sphinx build: nothing marks it as one
+    (docs / "notes" / "_sources" / "readme.txt").write_text("Where our own notes come from.\n")
+    report = ingest([docs], tmp_path / "index", embedder=fake)
+    added = {Path(p).name for p in report.added}
+    assert "imfile.html" in added and "imfile.rst.txt" not in added and "readme.txt" in added
+    skipped = {s["path"]: s["reason"] for s in report.skipped}
+    assert "Sphinx" in skipped[str(site / "_sources")]
+
+
+def test_a_link_to_a_file_no_reader_takes_is_ignored_even_when_broken(docs, tmp_path, fake):
+    (docs / "jquery.js").symlink_to(tmp_path / "elsewhere" / "jquery.js")  # Debian links these to another package
+    (docs / "gone.md").symlink_to(docs / "missing.md")
+    report = ingest([docs], tmp_path / "index", embedder=fake)
+    assert report.ignored == {".js": 1}
+    assert [Path(s["path"]).name for s in report.skipped] == ["gone.md"]
+
+
 def test_unchanged_reingest_writes_nothing_and_loads_no_model(docs, tmp_path, fake, no_model_loading):
     index = tmp_path / "index"
     ingest([docs], index, embedder=fake)
