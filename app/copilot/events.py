@@ -195,12 +195,14 @@ class UnlistedValue:
 @dataclass(frozen=True)
 class ExampleFact:
     """A sentence of the answer that names the question's value `own` (with the question's word for it: "job
-    4512") and tells it `theirs`, values passage `source` gives for its own example (example_facts.py)."""
+    4512") and tells it `theirs`, values passage `source` gives for its own example (example_facts.py); or, when
+    `reserved`, gives the question's "our ..." (`own`: "central log server") a documentation example's name."""
 
     sentence: str
     own: str
     theirs: tuple[str, ...]
     source: int
+    reserved: bool = False  # `theirs` are names or addresses reserved for documentation (documentation_values.py)
 
 
 @dataclass(frozen=True)

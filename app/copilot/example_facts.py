@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import takewhile
 
 from app.copilot.attribution import prose_sentences
 from app.copilot.code_spans import prose
+from app.copilot.documentation_values import documentation_values
 from app.copilot.events import ExampleFact, Passage
 from app.copilot.example_values import same_value, values_by_shape, writes
 from app.copilot.markers import MARKER_GROUP
@@ -28,7 +30,49 @@ from app.copilot.markers import MARKER_GROUP
 
 def example_facts(answer: str, passages: Sequence[Passage], asked: str) -> list[ExampleFact]:
     """The sentences of the answer's prose that tell the question's own value (`asked`: the conversation's
-    questions) what a passage's example gives, in order."""
+    questions) what a passage's example gives, in order; then those that give a name or address reserved for
+    documentation (`reserved_told`)."""
+    return _told_of_your_value(answer, passages, asked) + reserved_told(answer, passages, asked)
+
+
+def reserved_told(answer: str, passages: Sequence[Passage], asked: str) -> list[ExampleFact]:
+    """The sentences of the answer's prose (inline code included) that give a documentation example's name or
+    address (documentation_values.py) when the question asks of "our" or "my" something: no server, mailbox or
+    address of the operator's has one, so the answer told them an example's as theirs. A command or configuration
+    block that writes one stays an example to adapt, and is not reported."""
+    own = _yours(asked)
+    if not own:
+        return []
+    found = []
+    for sentence in prose_sentences(MARKER_GROUP.sub(" ", answer)):
+        if values := tuple(documentation_values(sentence)):
+            source = next((p.number for p in passages if any(v in p.text for v in values)), 0)
+            found.append(ExampleFact(" ".join(sentence.split()), own, values, source, reserved=True))
+    return found
+
+
+# what the operator's own thing is called: the words after "our" or "my", up to one that starts a new part
+_YOURS = re.compile(r"\b(?:our|my)\s+([a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})", re.I)
+_ENDS_THE_NAME = {
+    "of", "for", "in", "on", "at", "to", "from", "with", "by", "that", "which", "who", "the", "a", "an", "this",
+    "these", "and", "or", "when", "if", "right", "now", "tonight", "today", "still", "only", "just", "also",
+    "is", "are", "was", "were", "be", "has", "have", "had", "can", "could", "will", "would", "should", "must",
+    "may", "might", "do", "does", "did", "get", "gets", "got", "take", "takes", "seem", "seems", "show", "shows",
+    "use", "uses", "run", "runs", "fail", "fails", "keep", "keeps", "say", "says", "list", "lists",
+}  # fmt: skip
+
+
+def _yours(asked: str) -> str:
+    """The question's name for the operator's own thing ("central log server" of "...of our central log
+    server?"), or "" when it asks of none."""
+    for match in _YOURS.finditer(asked):
+        words = list(takewhile(lambda word: word.lower() not in _ENDS_THE_NAME, match.group(1).split()))
+        if words:
+            return " ".join(words)
+    return ""
+
+
+def _told_of_your_value(answer: str, passages: Sequence[Passage], asked: str) -> list[ExampleFact]:
     yours = [value for values in values_by_shape(asked).values() for value in values]
     if not yours:
         return []

@@ -243,6 +243,12 @@ def unlisted_value(unlisted: UnlistedValue, code: Callable[[str], str], words: C
 def example_fact(told: ExampleFact) -> str:
     """A sentence telling the question's own value what a source's example gives (example_facts.py)."""
     values = ", ".join(told.theirs)
+    if told.reserved:
+        where = f"[{told.source}] uses it as" if told.source else "it is"
+        return (
+            f"the answer gives {values} for your {told.own}: {where} an example reserved for documentation, not a "
+            f"real one; the sources cannot know yours"
+        )
     if not told.source:  # values of the model's own
         return f"the answer tells of your {told.own} what no source gives ({values}): check it yourself"
     return (

@@ -62,3 +62,50 @@ def test_values_no_source_gives_told_of_the_questions_job_are_reported_too():
     final = final_from_text(QUESTION, [SACCT], answer, "eos")
     expected = "the answer tells of your job 4512 what no source gives (11:30:00): check it yourself"
     assert ("warning", expected) in check_notes(final, code=str)
+
+
+# --- a name or address reserved for documentation, given for "our" something ----------------------------------
+
+TLS_SCENARIO = Passage(
+    2,
+    "The central server is central.example.net; clients forward to it on port 6514.",
+    "tls_cert_scenario.html",
+    "TLS scenario",
+    "",
+)
+OUR_SERVER = "What is the IP address of our central log server?"
+
+
+def test_a_documentation_examples_name_given_for_our_server_is_reported_in_every_front_end():
+    # rsyslog's tutorial names its scenario's server central.example.net (session 64)
+    answer = "[1] The central log server's IP address is central.example.net [2]."
+    (told,) = example_facts(answer, [SACCT, TLS_SCENARIO], OUR_SERVER)
+    assert (told.own, told.theirs, told.source, told.reserved) == (
+        "central log server",
+        ("central.example.net",),
+        2,
+        True,
+    )
+    final = final_from_text(OUR_SERVER, [SACCT, TLS_SCENARIO], answer, "eos")
+    expected = (
+        "the answer gives central.example.net for your central log server: [2] uses it as an example reserved for "
+        "documentation, not a real one; the sources cannot know yours"
+    )
+    assert ("warning", expected) in check_notes(final, code=str)
+    assert inert_html(expected) in details_html(final)
+    assert ":warning: the answer gives central.example.net" in footer(final)  # Slack
+    assert answer_record(final, Question("q", OUR_SERVER))["example_facts"] == [
+        ["central log server", ["central.example.net"], 2]
+    ]
+
+
+def test_reserved_addresses_of_the_models_own_are_reported_and_examples_to_adapt_are_not():
+    invented = "[2] Your log server is `192.0.2.15`; mail ops@example.com if it is down."
+    (told,) = example_facts(invented, [TLS_SCENARIO], "Where do we send our logs?")
+    assert (told.own, told.theirs, told.source) == ("logs", ("192.0.2.15", "ops@example.com"), 0)
+    to_adapt = '[2] Forward to it:\n\n```\naction(type="omfwd" Target="central.example.net" Port="6514")\n```\n'
+    assert example_facts(to_adapt, [TLS_SCENARIO], OUR_SERVER) == []  # a block to adapt, not a fact told
+    told_of_none = "[2] In the tutorial, the server is central.example.net."
+    assert example_facts(told_of_none, [TLS_SCENARIO], "How do I set up a TLS log server?") == []  # no "our"
+    real = "[2] Our server is 192.168.2.11, logs.example.com.au or 2001:db9::1."  # none of them reserved
+    assert example_facts(real, [TLS_SCENARIO], OUR_SERVER) == []
