@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-CORPORA = ("slurm", "haproxy", "apache", "icinga", "runbooks")
+CORPORA = ("slurm", "haproxy", "apache", "icinga", "rsyslog", "runbooks")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,6 +63,10 @@ def corpus_path(name: str) -> Path:
             from corpora.icinga import ensure_icinga_docs
 
             return ensure_icinga_docs()
+        if name == "rsyslog":
+            from corpora.rsyslog import ensure_rsyslog_docs
+
+            return ensure_rsyslog_docs()
         if name == "runbooks":
             from corpora import bundled_runbooks_dir
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import corpora
-from corpora import apache, debian_docs, haproxy, icinga, slurm
+from corpora import apache, debian_docs, haproxy, icinga, rsyslog, slurm
 
 RUNBOOKS = sorted(corpora.bundled_runbooks_dir().glob("*.md"))
 QUESTIONS_PATH = corpora.slurm_questions_path()
@@ -305,8 +305,9 @@ def test_corpus_error_is_a_specrag_error() -> None:
         (haproxy.HAPROXY, haproxy.ensure_haproxy_docs, 26, 6),
         (apache.APACHE, apache.ensure_apache_docs, 26, 6),
         (icinga.ICINGA, icinga.ensure_icinga_docs, 20, 4),
+        (rsyslog.RSYSLOG, rsyslog.ensure_rsyslog_docs, 20, 4),
     ],
-    ids=["haproxy", "apache", "icinga"],
+    ids=["haproxy", "apache", "icinga", "rsyslog"],
 )
 def test_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages(spec, ensure_docs, count, unanswerable) -> None:
     """Every expected keyword survives ingest's reader, so keyword recall measures the model, not the reader
@@ -319,6 +320,7 @@ def test_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages(spec, ens
     assert sum(not q["gold"] for q in questions) == unanswerable
     docs = ensure_docs()  # installed, cached, or fetched with apt, as for the Slurm pages
     pages = {page.name: page for page in sorted(docs.rglob(spec.page_glob), reverse=True)}  # gold names are unique
+    pages |= {page.relative_to(docs).as_posix(): page for page in docs.rglob(spec.page_glob)}  # or a path in the docs
     texts = {page: load_document(pages[page]).text for q in questions for page in q["gold"]}
     for q in questions:
         assert bool(q["gold"]) == bool(q["answer_keywords"]) == (q["kind"] != "unanswerable"), q["id"]
