@@ -14,6 +14,7 @@ import io
 import logging
 import re
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from copy import deepcopy
 from dataclasses import dataclass, replace
@@ -50,8 +51,9 @@ KINDS = {
 # entry's description is labelled with its term, `_entries`; 7: where an entry's description starts, so
 # a chunk of nothing but its term joins the next, `chunking.with_terms_joined`). Markdown 2: front matter
 # is metadata (its `title` names the page), not a heading and not text; 3: a heading's inline HTML is no part of
-# its name (`_heading_text`). PDF 2: bookmarks name the pages.
-READER_REVISIONS = {"html": 7, "markdown": 3, "pdf": 2}
+# its name (`_heading_text`). PDF 2: bookmarks name the pages; 3: running heads and feet are left out
+# (`without_running_heads`).
+READER_REVISIONS = {"html": 7, "markdown": 3, "pdf": 3}
 DEFAULT_MAX_BYTES = 20 * 2**20
 DOCX_MAX_UNPACKED = 256 * 2**20  # a .docx is a zip: one that would unpack to more is skipped, not inflated
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
@@ -698,6 +700,7 @@ def read_pdf(path: Path, data: bytes) -> Document:
     if b"%PDF-" not in data[:1024]:
         raise SkipFile("not a PDF file (no %PDF- header)")
     pages, meta_title, outline = _pdf_pages(data)
+    pages = without_running_heads(pages)
     title = meta_title or path.stem
     sections, parts, offset, trail = [], [], 0, HeadingTrail(title)
     marks = iter(sorted(outline, key=lambda mark: mark[0]))
@@ -711,6 +714,45 @@ def read_pdf(path: Path, data: bytes) -> Document:
             parts.append(page_text)
             offset += len(page_text) + 2
     return Document(str(path), title, "\n\n".join(parts), tuple(sections), "pdf")
+
+
+RUNNING_HEAD_PAGES = 3  # a first or last line on this many pages or more, numbers aside, is a running head or foot
+_PAGE_NUMBER = re.compile(r"[-–—\s]*(?:page\s*)?(?:\d+|[ivxlcdm]+)(?:\s*(?:of|/)\s*\d+)?[-–—\s]*", re.I)
+_LETTERS = re.compile(r"[^a-z]+")
+
+
+def without_running_heads(pages: list[str]) -> list[str]:
+    """The pages without the running heads and feet a printed manual repeats: a page's first or last line
+    that, with its numbers left out, is the first (or last) line of `RUNNING_HEAD_PAGES` pages or more
+    ("6 CHAPTER 1. BACULA CONSOLE", "1.5. ALPHABETIC LIST OF CONSOLE COMMANDS 7"), or a page number alone.
+    pypdf reads them as text, so they stood in the middle of a chunk, once between a command's two lines."""
+
+    def key(line: str) -> str:
+        words = _LETTERS.sub("", line.lower())
+        return words or ("#page" if _PAGE_NUMBER.fullmatch(line) else "")
+
+    def ends(lines: list[str]) -> tuple[int, int] | None:
+        filled = [i for i, line in enumerate(lines) if line.strip()]
+        return (filled[0], filled[-1]) if filled else None
+
+    split = [page.split("\n") for page in pages]
+    heads: Counter[str] = Counter()
+    feet: Counter[str] = Counter()
+    for lines in split:
+        if found := ends(lines):
+            heads[key(lines[found[0]])] += 1
+            feet[key(lines[found[1]])] += 1
+    kept = []
+    for lines in split:
+        drop = set()
+        if found := ends(lines):
+            first, last = found
+            if (k := key(lines[first])) and heads[k] >= RUNNING_HEAD_PAGES:
+                drop.add(first)
+            if last != first and (k := key(lines[last])) and feet[k] >= RUNNING_HEAD_PAGES:
+                drop.add(last)
+        kept.append("\n".join(line for i, line in enumerate(lines) if i not in drop))
+    return kept
 
 
 def _pdf_outline(reader) -> list[tuple[int, int, str]]:

@@ -36,7 +36,7 @@ def minilm():
 def make_pdf(
     path: Path, pages: list[str], title: str | None = None, outline: list[tuple[str, int, int | None]] = ()
 ) -> Path:
-    """A small text PDF (Helvetica, one line per page) written with pypdf's public API; `outline` adds
+    """A small text PDF (Helvetica, a page's text line by line) written with pypdf's public API; `outline` adds
     bookmarks (title, 0-based page, index of the parent bookmark or None)."""
     from pypdf import PdfWriter
     from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
@@ -55,7 +55,8 @@ def make_pdf(
             {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
         )
         stream = DecodedStreamObject()
-        stream.set_data(f"BT /F1 11 Tf 72 720 Td ({text}) Tj ET".encode("latin-1"))
+        shown = " 0 -14 Td ".join(f"({line}) Tj" for line in text.split("\n"))  # a line of the page each
+        stream.set_data(f"BT /F1 11 Tf 72 720 Td {shown} ET".encode("latin-1"))
         page.replace_contents(stream)
     if title:
         writer.add_metadata({"/Title": title})

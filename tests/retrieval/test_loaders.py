@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
 
 from retrieval.errors import SkipFile
-from retrieval.loaders import kind_of, load_document
+from retrieval.loaders import kind_of, load_document, without_running_heads
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 
@@ -286,6 +287,29 @@ def test_pdf_bookmarks_name_the_sections_of_the_pages_they_start_on_and_after(tm
     assert [s.page for s in doc.sections] == [1, 2, 3, 4, 5]
     plain = load_document(pdf_maker(tmp_path / "plain.pdf", pages))
     assert headings(plain) == [""] * 5  # no bookmarks: pages only, as before
+
+
+def test_pdf_running_heads_and_page_numbers_are_left_out_of_the_text(tmp_path, pdf_maker):
+    # Bacula's console manual: "6 CHAPTER 1. BACULA CONSOLE" stood between the two lines of a command
+    pages = [
+        f"{n} CHAPTER 1. BACULA CONSOLE\ndelete volume=<name> pool=<pool> or\ndelete JobId=<id>\n{n}"
+        if n % 2 == 0
+        else f"1.5. LIST OF CONSOLE COMMANDS {n}\nThe list command shows catalog records.\nSee also llist.\n{n}"
+        for n in range(2, 8)
+    ]
+    doc = load_document(pdf_maker(tmp_path / "console.pdf", pages))
+    assert "CHAPTER" not in doc.text and "LIST OF CONSOLE COMMANDS" not in doc.text
+    assert "delete volume=<name> pool=<pool> or\ndelete JobId=<id>" in doc.text
+    assert doc.text.count("The list command shows catalog records.") == 3
+    assert not re.search(r"(?m)^\s*\d+\s*$", doc.text)  # no page number left on a line of its own
+    assert [s.page for s in doc.sections] == [1, 2, 3, 4, 5, 6]
+
+
+def test_lines_repeated_on_fewer_pages_or_inside_a_page_stay():
+    pages = ["Example:\nrun job=nightly\n}", "Example:\nlist volumes\n}", "status dir\nExample: again\n}"]
+    assert without_running_heads(pages) == pages  # two pages open alike; "}" ends code, not a page number
+    numbered = ["Intro text.\n1", "More text.\n2", "Last text.\n- 3 -"]
+    assert without_running_heads(numbered) == ["Intro text.", "More text.", "Last text."]
 
 
 def test_pdf_keeps_page_numbers_and_metadata_title(tmp_path, pdf_maker):
