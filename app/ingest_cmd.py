@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
 
-CORPORA = ("slurm", "haproxy", "apache", "icinga", "rsyslog", "runbooks")
+# each named corpus: the module under corpora/ and its function that returns the folder (fetching it if need be)
+_RECIPES = {
+    "slurm": ("corpora.slurm", "ensure_slurm_docs"),
+    "haproxy": ("corpora.haproxy", "ensure_haproxy_docs"),
+    "apache": ("corpora.apache", "ensure_apache_docs"),
+    "icinga": ("corpora.icinga", "ensure_icinga_docs"),
+    "rsyslog": ("corpora.rsyslog", "ensure_rsyslog_docs"),
+    "bacula": ("corpora.bacula", "ensure_bacula_docs"),
+    "runbooks": ("corpora", "bundled_runbooks_dir"),
+}
+CORPORA = tuple(_RECIPES)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ingest",
-        help="index documents (.md .txt .rst .html .htm .pdf) for search",
+        help="index documents (.md .txt .rst .html .pdf .docx, each also gzipped) for search",
         description="Index folders of documents; re-running embeds only new or changed files "
         "and drops chunks of removed ones. With no PATH, refreshes the tracked folders that are bundled "
         "or downloaded corpora; name any other folder to refresh it (tracked folders not named keep their chunks).",
@@ -43,37 +54,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def corpus_path(name: str) -> Path:
-    """The folder of a named corpus (the Slurm docs are fetched and unpacked on first use)."""
+    """The folder of a named corpus (the Debian docs are fetched and unpacked on first use)."""
     from retrieval.errors import RetrievalError
 
+    if name not in _RECIPES:
+        raise RetrievalError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)}")
+    module, function = _RECIPES[name]
     try:
-        if name == "slurm":
-            from corpora.slurm import ensure_slurm_docs
-
-            return ensure_slurm_docs()
-        if name == "haproxy":
-            from corpora.haproxy import ensure_haproxy_docs
-
-            return ensure_haproxy_docs()
-        if name == "apache":
-            from corpora.apache import ensure_apache_docs
-
-            return ensure_apache_docs()
-        if name == "icinga":
-            from corpora.icinga import ensure_icinga_docs
-
-            return ensure_icinga_docs()
-        if name == "rsyslog":
-            from corpora.rsyslog import ensure_rsyslog_docs
-
-            return ensure_rsyslog_docs()
-        if name == "runbooks":
-            from corpora import bundled_runbooks_dir
-
-            return bundled_runbooks_dir()
+        folder = getattr(importlib.import_module(module), function)
     except ImportError as err:
         raise RetrievalError(f"corpus {name!r} is not available in this install ({err})") from err
-    raise RetrievalError(f"unknown corpus {name!r}; choose one of {', '.join(CORPORA)}")
+    return folder()
 
 
 def ensure_corpus_index(name: str, index_dir: Path | None = None, embedder: object = None) -> object | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import corpora
-from corpora import apache, debian_docs, haproxy, icinga, rsyslog, slurm
+from corpora import apache, bacula, debian_docs, haproxy, icinga, rsyslog, slurm
 
 RUNBOOKS = sorted(corpora.bundled_runbooks_dir().glob("*.md"))
 QUESTIONS_PATH = corpora.slurm_questions_path()
@@ -306,8 +306,9 @@ def test_corpus_error_is_a_specrag_error() -> None:
         (apache.APACHE, apache.ensure_apache_docs, 26, 6),
         (icinga.ICINGA, icinga.ensure_icinga_docs, 20, 4),
         (rsyslog.RSYSLOG, rsyslog.ensure_rsyslog_docs, 20, 4),
+        (bacula.BACULA, bacula.ensure_bacula_docs, 20, 4),
     ],
-    ids=["haproxy", "apache", "icinga", "rsyslog"],
+    ids=["haproxy", "apache", "icinga", "rsyslog", "bacula"],
 )
 def test_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages(spec, ensure_docs, count, unanswerable) -> None:
     """Every expected keyword survives ingest's reader, so keyword recall measures the model, not the reader
