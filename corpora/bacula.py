@@ -10,6 +10,7 @@ indexed twice. Nothing in specrag was tuned on them before `corpora/bacula/quest
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 from corpora.debian_docs import DebianDocs, ensure_docs, main
@@ -18,10 +19,7 @@ BACULA = DebianDocs(
     "bacula", "bacula-doc", Path("usr/share/doc/bacula-doc/pdf"), "main.pdf.gz", 5, page_glob="*.pdf.gz"
 )
 
-
-def ensure_bacula_docs(cache_dir: Path | None = None) -> Path:
-    """Return a folder holding the Bacula manuals as PDF, downloading and unpacking them if needed."""
-    return ensure_docs(BACULA, cache_dir)
+ensure_bacula_docs = partial(ensure_docs, BACULA)  # (cache_dir=None) -> the folder, fetched if need be
 
 
 if __name__ == "__main__":

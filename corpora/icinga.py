@@ -9,6 +9,7 @@ specrag was tuned on them before `corpora/icinga/questions.jsonl` was written (s
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 from corpora.debian_docs import DebianDocs, ensure_docs, main
@@ -17,10 +18,7 @@ ICINGA = DebianDocs(
     "icinga", "icinga2-doc", Path("usr/share/doc/icinga2/markdown"), "11-cli-commands.md.gz", 20, page_glob="*.md.gz"
 )
 
-
-def ensure_icinga_docs(cache_dir: Path | None = None) -> Path:
-    """Return a folder holding the Icinga 2 manual's chapters, downloading and unpacking them if needed."""
-    return ensure_docs(ICINGA, cache_dir)
+ensure_icinga_docs = partial(ensure_docs, ICINGA)  # (cache_dir=None) -> the folder, fetched if need be
 
 
 if __name__ == "__main__":

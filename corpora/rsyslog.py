@@ -9,6 +9,7 @@ on them before `corpora/rsyslog/questions.jsonl` was written (session 64). Run `
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 from corpora.debian_docs import DebianDocs, ensure_docs, main
@@ -17,10 +18,7 @@ RSYSLOG = DebianDocs(
     "rsyslog", "rsyslog-doc", Path("usr/share/doc/rsyslog-doc/html"), "troubleshooting/troubleshoot.html", 5
 )
 
-
-def ensure_rsyslog_docs(cache_dir: Path | None = None) -> Path:
-    """Return a folder holding the rsyslog manual's HTML pages, downloading and unpacking them if needed."""
-    return ensure_docs(RSYSLOG, cache_dir)
+ensure_rsyslog_docs = partial(ensure_docs, RSYSLOG)  # (cache_dir=None) -> the folder, fetched if need be
 
 
 if __name__ == "__main__":
