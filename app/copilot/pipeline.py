@@ -93,7 +93,7 @@ WEAK_MATCH = "the closest source is a weak match: "  # said first when the judge
 def checked_question(question: str) -> str:
     """The question without surrounding blanks; an empty one is refused before any work is done."""
     if not question.strip():
-        raise EmptyQuestionError("the question is empty: type a question about the runbooks")
+        raise EmptyQuestionError("the question is empty: type a question about the indexed documents")
     return question.strip()
 
 
