@@ -32,7 +32,7 @@ from app.copilot.events import (
     UnlistedValue,
 )
 from app.copilot.gate import weak_match_warning
-from app.copilot.links import relative_links_as_text
+from app.copilot.links import LINK, is_relative, relative_links_as_text
 from app.copilot.summary import (
     REPEATED_EARLIER,
     adapted,
@@ -255,7 +255,8 @@ def provenance_html(segments: Sequence[Segment], sources: Sequence[dict[str, Any
 
 class _FenceLayout:
     """How each character of an answer shows in the provenance view: fence lines and the markers of
-    `inline code` and **bold** hidden, fenced lines and inline code as code, bold as bold, the rest as text.
+    `inline code` and **bold** hidden, fenced lines and inline code as code, bold as bold, a relative link as its
+    text (app/copilot/links.py), the rest as text.
     (Single `*` or `_` stay as written: in commands they are globs and names more often than emphasis.)"""
 
     def __init__(self, text: str) -> None:
@@ -281,6 +282,11 @@ class _FenceLayout:
                 # bold around inline code ("**Probe fails with `failed to download`.**") keeps the code as code
                 inside = [k or kind for k in self.kind[start + marker : end - marker]]
                 self.kind[start:end] = ["hidden"] * marker + inside + ["hidden"] * marker
+        for link in LINK.finditer(line):  # a relative link shows as its text, as in the answer above
+            start, end = pos + link.start(), pos + link.end()
+            if is_relative(link.group(2)) and not any(self.kind[start:end]):
+                self.kind[start : start + 1] = ["hidden"]
+                self.kind[pos + link.end(1) : end] = ["hidden"] * (end - pos - link.end(1))
 
     def html(self, start: int, end: int) -> str:
         """text[start:end] as inert HTML, laid out as `kind` says."""

@@ -127,6 +127,20 @@ def test_provenance_marks_inside_a_code_fence_stay_markup_when_the_chat_renders_
     assert 'Then check <code class="sr-prov-code sr-prov-inline">sinfo -R</code> and &#42;wait&#42;.' in rendered
 
 
+def test_provenance_shows_a_relative_link_as_its_text_as_the_answer_does():
+    segments = [
+        Segment("Read the "),
+        Segment("[troubleshooting](15-troubleshooting.md#troubleshooting) chapter", 1),
+        Segment(" and [the site](https://icinga.com/) or `[a](b.md)`."),
+    ]
+    html = render.provenance_html(segments, SOURCES)
+    copied = '<span class="prov prov-c1" title="copied verbatim from source [1]">troubleshooting chapter<sup'
+    assert f"Read the {copied}" in html
+    assert "15-troubleshooting.md" not in html
+    assert "and [the site](https://icinga.com/) or" in html  # a web link is shown as written, as all text here
+    assert '<code class="sr-prov-code sr-prov-inline">[a](b.md)</code>' in html  # inline code as written
+
+
 def test_bold_shows_as_bold_not_as_asterisks_also_across_a_copy():
     """Seen in the chat: runbook steps copied as '2. **Page the On-call Site Administrator (extension 4111).**'."""
     segments = [Segment("2. **Page the "), Segment("On-call Site Administrator (extension 4111).** Now.", 1)]
