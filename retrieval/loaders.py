@@ -123,12 +123,11 @@ def _inner(path: Path) -> Path:
 
 def load_document(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Document:
     """Read one file; raise SkipFile(reason) if it is unsupported, empty, huge, binary or broken."""
-    kind = kind_of(path)
+    inner, kind = _inner(path), kind_of(path)
     if kind is None:
-        compressed = path.suffix if _inner(path) != path else ""
-        raise SkipFile(f"unsupported file type {_inner(path).suffix + compressed or '(no extension)'!r}")
+        shown = inner.suffix + (path.suffix if inner != path else "")  # `.png.gz`, `.gz` for `changelog.gz`
+        raise SkipFile(f"unsupported file type {shown or '(no extension)'!r}")
     data = read_bytes(path, max_bytes)
-    inner = _inner(path)
     if inner != path:
         data = gunzip(data, max_bytes)
     # the reader names the page after the inner file; its source stays the file on disk
@@ -269,13 +268,13 @@ def _heading_text(inline: Token) -> str:
     which Icinga's and many GitHub-hosted manuals put in every heading) or emphasis and link marks."""
     parts = []
     for child in inline.children or ():
-        if child.type in ("text", "html_inline") or child.type.endswith(("_open", "_close")):
-            parts.append(child.content if child.type == "text" else "")
-        elif child.type == "code_inline":
+        if child.type == "html_inline" or child.type.endswith(("_open", "_close")):
+            continue
+        if child.type == "code_inline":
             parts.append(child.markup + child.content + child.markup)
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
-        else:  # an image: its alt text
+        else:  # text, an escaped character, an image's alt text
             parts.append(child.content)
     return re.sub(r"\s+", " ", "".join(parts)).strip()
 
@@ -731,25 +730,21 @@ def without_running_heads(pages: list[str]) -> list[str]:
         words = _LETTERS.sub("", line.lower())
         return words or ("#page" if _PAGE_NUMBER.fullmatch(line) else "")
 
-    def ends(lines: list[str]) -> tuple[int, int] | None:
-        filled = [i for i, line in enumerate(lines) if line.strip()]
-        return (filled[0], filled[-1]) if filled else None
-
     split = [page.split("\n") for page in pages]
-    heads: Counter[str] = Counter()
-    feet: Counter[str] = Counter()
+    ends = []  # per page: its first and last lines that hold anything, each (index, key); None for a blank page
     for lines in split:
-        if found := ends(lines):
-            heads[key(lines[found[0]])] += 1
-            feet[key(lines[found[1]])] += 1
+        filled = [i for i, line in enumerate(lines) if line.strip()]
+        ends.append(tuple((i, key(lines[i])) for i in (filled[0], filled[-1])) if filled else None)
+    heads = Counter(first[1] for first, _ in filter(None, ends))
+    feet = Counter(last[1] for _, last in filter(None, ends))
     kept = []
-    for lines in split:
+    for lines, found in zip(split, ends, strict=True):
         drop = set()
-        if found := ends(lines):
-            first, last = found
-            if (k := key(lines[first])) and heads[k] >= RUNNING_HEAD_PAGES:
+        if found:
+            (first, head), (last, foot) = found
+            if head and heads[head] >= RUNNING_HEAD_PAGES:
                 drop.add(first)
-            if last != first and (k := key(lines[last])) and feet[k] >= RUNNING_HEAD_PAGES:
+            if last != first and foot and feet[foot] >= RUNNING_HEAD_PAGES:
                 drop.add(last)
         kept.append("\n".join(line for i, line in enumerate(lines) if i not in drop))
     return kept

@@ -38,6 +38,10 @@ class Scan:
     def skip(self, path: Path, reason: str) -> None:
         self.skipped.append({"path": str(path), "reason": reason})
 
+    def ignore(self, path: Path) -> None:
+        """A file no reader takes, counted by its extension."""
+        self.ignored[path.suffix.lower() or "(none)"] += 1
+
 
 def scan(roots: list[str], index_dir: Path, follow_symlinks: bool = False) -> Scan:
     """Supported files under the roots (resolved absolute paths), sorted."""
@@ -70,7 +74,7 @@ def _walk(root: Path, index_dir: Path, follow: bool, result: Scan) -> set[str]:
             if entry.name.startswith(".") or path == index_dir:
                 continue
             if entry.is_symlink() and not entry.is_dir() and not kind_of(path):
-                result.ignored[path.suffix.lower() or "(none)"] += 1
+                result.ignore(path)
                 continue
             if entry.is_symlink() and not _link_allowed(path, real_root, follow, result):
                 continue
@@ -87,7 +91,7 @@ def _walk(root: Path, index_dir: Path, follow: bool, result: Scan) -> set[str]:
             elif kind_of(path):
                 found.add(str(path))
             else:
-                result.ignored[path.suffix.lower() or "(none)"] += 1
+                result.ignore(path)
     return found
 
 
