@@ -46,7 +46,7 @@ def reserved_told(answer: str, passages: Sequence[Passage], asked: str) -> list[
     found = []
     for sentence in prose_sentences(MARKER_GROUP.sub(" ", answer)):
         if values := tuple(documentation_values(sentence)):
-            source = next((p.number for p in passages if any(v in p.text for v in values)), 0)
+            source = next((p.number for p in passages if any(writes(p.text, v) for v in values)), 0)
             found.append(ExampleFact(" ".join(sentence.split()), own, values, source, reserved=True))
     return found
 
