@@ -43,11 +43,16 @@ def test_every_front_end_warns_and_the_eval_records_it():
         "the answer tells your job 4512 what [1]'s example gives for its own (11:20:00, 11:21:13): "
         "no source can know that of job 4512; check it yourself"
     )
+    record = warned_in_every_front_end(final, expected, QUESTION)
+    assert record["example_facts"] == [["job 4512", ["11:20:00", "11:21:13"], 1]]
+
+
+def warned_in_every_front_end(final, expected: str, question: str) -> dict:
+    """Assert the chat, Slack and the CLI's notes warn with `expected`; the eval's record of the answer."""
     assert ("warning", expected) in check_notes(final, code=str)
     assert inert_html(expected) in details_html(final)
-    assert ":warning: the answer tells your job 4512 what [1]" in footer(final)  # Slack
-    record = answer_record(final, Question("q", QUESTION))
-    assert record["example_facts"] == [["job 4512", ["11:20:00", "11:21:13"], 1]]
+    assert f":warning: {expected}" in footer(final)  # Slack
+    return answer_record(final, Question("q", question))
 
 
 def test_the_value_is_named_with_the_questions_word_for_it():
@@ -91,12 +96,8 @@ def test_a_documentation_examples_name_given_for_our_server_is_reported_in_every
         "the answer gives central.example.net for your central log server: [2] uses it as an example reserved for "
         "documentation, not a real one; the sources cannot know yours"
     )
-    assert ("warning", expected) in check_notes(final, code=str)
-    assert inert_html(expected) in details_html(final)
-    assert ":warning: the answer gives central.example.net" in footer(final)  # Slack
-    assert answer_record(final, Question("q", OUR_SERVER))["example_facts"] == [
-        ["central log server", ["central.example.net"], 2]
-    ]
+    record = warned_in_every_front_end(final, expected, OUR_SERVER)
+    assert record["example_facts"] == [["central log server", ["central.example.net"], 2]]
 
 
 def test_reserved_addresses_of_the_models_own_are_reported_and_examples_to_adapt_are_not():
