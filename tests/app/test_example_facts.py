@@ -108,5 +108,8 @@ def test_reserved_addresses_of_the_models_own_are_reported_and_examples_to_adapt
     assert example_facts(to_adapt, [TLS_SCENARIO], OUR_SERVER) == []  # a block to adapt, not a fact told
     told_of_none = "[2] In the tutorial, the server is central.example.net."
     assert example_facts(told_of_none, [TLS_SCENARIO], "How do I set up a TLS log server?") == []  # no "our"
+    near = Passage(3, "Clients send to 192.0.2.15 on port 514.", "tls.html", "TLS", "")
+    (told,) = example_facts("[3] Your log server is 192.0.2.1.", [near], OUR_SERVER)
+    assert told.source == 0  # the passage writes 192.0.2.15, not 192.0.2.1
     real = "[2] Our server is 192.168.2.11, logs.example.com.au or 2001:db9::1."  # none of them reserved
     assert example_facts(real, [TLS_SCENARIO], OUR_SERVER) == []
