@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retrieval.errors import SkipFile
+from retrieval.man_pages import is_man_page_name, man_page_html
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -49,11 +50,12 @@ KINDS = {
 # the first of several entries of its name is text too, and a permalink mark is dropped,
 # `_keep_headings_and_terms`; 6: definition-list entries are located, so a chunk that goes on with an
 # entry's description is labelled with its term, `_entries`; 7: where an entry's description starts, so
-# a chunk of nothing but its term joins the next, `chunking.with_terms_joined`). Markdown 2: front matter
+# a chunk of nothing but its term joins the next, `chunking.with_terms_joined`; 8: an example inside a list
+# item or entry starts and ends its own lines, `_tree_with_pre_as_code`). Markdown 2: front matter
 # is metadata (its `title` names the page), not a heading and not text; 3: a heading's inline HTML is no part of
 # its name (`_heading_text`). PDF 2: bookmarks name the pages; 3: running heads and feet are left out
 # (`without_running_heads`).
-READER_REVISIONS = {"html": 7, "markdown": 3, "pdf": 3}
+READER_REVISIONS = {"html": 8, "markdown": 3, "pdf": 3}
 DEFAULT_MAX_BYTES = 20 * 2**20
 DOCX_MAX_UNPACKED = 256 * 2**20  # a .docx is a zip: one that would unpack to more is skipped, not inflated
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut
@@ -67,12 +69,16 @@ _INDENT = re.compile(r"[ \t]*")
 _ENTRY = "\u27e6specrag-dt\u27e7"
 _ENTRY_LINE = re.compile(r"^(.*?)" + _ENTRY, re.M)
 _BLANK = "\u27e6specrag-blank\u27e7"  # a line of its own where a blank line must survive rendering
+_CODE_BREAK = "\u27e6specrag-br\u27e7"  # where an example in a list item starts and ends
+_CODE_LINE = re.compile("[ \t]*" + _CODE_BREAK + "[ \t]*")
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
+_BLANKS_IN_A_ROW = re.compile(_BLANK + r"(?:\s*" + _BLANK + ")+")  # two blocks' breaks in a row: one break
 _RUN_OF_BLANKS = re.compile(r"(?:\n[ \t]*)*\n" + _BLANK + r"(?:[ \t]*\n)*|\n{3,}")
 
 
 def reader_revision(kind: str) -> int:
-    return READER_REVISIONS.get(kind, 1)
+    own = READER_REVISIONS.get(kind, 1)
+    return 100 * READER_REVISIONS["html"] + own if kind == "man" else own  # man pages go through the HTML reader
 
 
 @dataclass(frozen=True)
@@ -112,8 +118,10 @@ class Document:
 
 def kind_of(path: Path) -> str | None:
     """The loader kind for a file name, or None when the extension is not supported. A gzip-compressed
-    file (`guide.md.gz`, as Debian ships most of /usr/share/doc) has the kind of the name inside."""
-    return KINDS.get(_inner(path).suffix.lower())
+    file (`guide.md.gz`, as Debian ships most of /usr/share/doc) has the kind of the name inside; a name
+    ending in a man page's section (`mount.8`, `ssl.1ssl`) is a man page's, its content checked on reading."""
+    inner = _inner(path)
+    return KINDS.get(inner.suffix.lower()) or ("man" if is_man_page_name(inner) else None)
 
 
 def _inner(path: Path) -> Path:
@@ -464,13 +472,18 @@ def _tree_with_pre_as_code(data: bytes) -> HtmlElement | None:
     if tree is not None:
         _keep_headings_and_terms(tree)
     for pre in tree.iter("pre") if tree is not None else ():
-        if pre.find(".//code") is not None:
-            continue
-        etree.strip_tags(pre, *_INLINE_TAGS)
-        code = etree.Element("code")
-        code.text, pre.text = pre.text, None
-        code.extend(list(pre))  # anything left (<br>...) moves inside too
-        pre.append(code)
+        if pre.find(".//code") is None:
+            etree.strip_tags(pre, *_INLINE_TAGS)
+            code = etree.Element("code")
+            code.text, pre.text = pre.text, None
+            code.extend(list(pre))  # anything left (<br>...) moves inside too
+            pre.append(code)
+        if next(pre.iterancestors("dd", "li"), None) is not None:
+            # trafilatura joins a list item's blocks with spaces: an option's example ran into its prose
+            code = pre.find(".//code")
+            if not (code.text or "").lstrip(" \t").startswith("\n"):  # else it starts a line already
+                code.text = _CODE_BREAK + (code.text or "")
+            _append_to_last_text(code, _CODE_BREAK, before_space=True)
     return tree
 
 
@@ -564,7 +577,18 @@ def _render(body) -> str:
     _mark_entries(body)
     _mark_code_paragraphs(body)
     marked = _ENTRY_LINE.sub(lambda m: "\n" + m.group(1), xmltotxt(body, include_formatting=False))
+    marked = _BLANKS_IN_A_ROW.sub(_BLANK, _CODE_LINE.sub(_code_line_break, marked))
     return _RUN_OF_BLANKS.sub("\n\n", marked).removeprefix(_BLANK + "\n")
+
+
+def _code_line_break(mark: re.Match) -> str:
+    """A line break where an example in a list item starts or ends (`_tree_with_pre_as_code`), unless
+    the example already starts its line (first in its item) or ends it."""
+    text, start, end = mark.string, mark.start(), mark.end()
+    line_so_far = text[text.rfind("\n", 0, start) + 1 : start]
+    at_start = not line_so_far.strip() or line_so_far.strip() == "-"  # "- " opens a rendered item
+    kept = mark.group().replace(_CODE_BREAK, "")
+    return kept if at_start or end == len(text) or text[end] == "\n" else "\n"
 
 
 def _entries(body, text: str) -> tuple[Entry, ...]:
@@ -690,6 +714,12 @@ def _is_term(item) -> bool:
 
 def _level(rend: str | None) -> int:
     return int(rend[1]) if rend and re.fullmatch(r"h[1-6]", rend) else 2
+
+
+def read_man(path: Path, data: bytes) -> Document:
+    """A man page's troff source, as pandoc writes it in HTML (man_pages.py), read as an HTML page."""
+    page = man_page_html(path, decode_text(data))
+    return replace(read_html(path, page.encode()), kind="man")
 
 
 def read_pdf(path: Path, data: bytes) -> Document:
@@ -850,4 +880,5 @@ READERS: dict[str, Callable[[Path, bytes], Document]] = {
     "html": read_html,
     "pdf": read_pdf,
     "docx": read_docx,
+    "man": read_man,
 }

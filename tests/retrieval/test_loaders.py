@@ -660,3 +660,69 @@ def test_html_entries_are_located_when_a_description_is_only_a_nested_list(tmp_p
     by_term = {e.term: e for e in doc.entries}
     assert set(by_term) == {"Energy", "Field0", "Field1", "Field2", "Next"}
     assert by_term["Energy"].body is None and by_term["Field1"].body is not None
+
+
+# --- man pages: troff source through pandoc ------------------------------------------------------
+
+MAN = Path(__file__).parent / "fixtures" / "man"
+
+
+def entry_text(doc, term: str) -> str:
+    entry = next(e for e in doc.entries if e.term == term)
+    return doc.text[entry.start : entry.end]
+
+
+def test_a_man_page_is_titled_by_its_command_and_keeps_its_options_as_entries(tmp_path):
+    assert kind_of(Path("man8/nodectl.8")) == "man" == kind_of(Path("man1/openssl.1ssl.gz"))
+    assert (kind_of(Path("lib.so.1.2")), kind_of(Path("notes.0"))) == ("man", None)  # named so; read to tell
+    doc = load_document(MAN / "nodectl.8")
+    assert (doc.kind, doc.title) == ("man", "nodectl")  # the tool the page documents, as the checks read it
+    assert headings(doc) == ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "COMMANDS > Node commands", "SEE ALSO"]
+    assert [e.term for e in doc.entries] == ["-r, --reason=<reason>", "-w, --wait", "drain NODE", "resume NODE"]
+    assert "Record why a node was drained" in entry_text(doc, "-r, --reason=<reason>")
+    assert "nodectl - drain, resume and inspect compute nodes" in doc.text
+    packed = tmp_path / "nodectl.8.gz"  # as /usr/share/man ships them
+    packed.write_bytes(gzip.compress((MAN / "nodectl.8").read_bytes()))
+    assert load_document(packed).text == doc.text
+
+
+def test_docbook_man_pages_keep_commands_as_entries_and_examples_on_their_own_lines():
+    # DocBook writes a command as a bold paragraph over an indented block (.PP + .RS), not .TP
+    doc = load_document(MAN / "unitctl.1")
+    assert doc.title == "unitctl"  # the first of the names NAME gives
+    assert [e.term for e in doc.entries] == ["restart PATTERN...", "is-failed PATTERN..."]
+    assert "A unit that isn't running is started." in doc.text  # DocBook's \*(Aq apostrophe
+    assert '"failed" state.\nunitctl is-failed nginx.service' in entry_text(doc, "is-failed PATTERN...")
+
+
+def test_mdoc_man_pages_are_read_too():
+    doc = load_document(MAN / "keyscan.1")
+    assert (doc.kind, doc.title) == ("man", "keyscan")
+    assert [e.term for e in doc.entries] == ["-p port", "-4"]
+    assert "Force the use of IPv4 addresses only." in entry_text(doc, "-4")
+
+
+def test_man_page_aliases_and_files_that_only_look_like_man_pages_are_skipped(tmp_path):
+    assert "alias of the man page man8/nodectl.8" in skip_reason(MAN / "drainctl.8")
+    assert "not a man page" in skip_reason(MAN / "messages.1")  # a rotated log, say
+    (tmp_path / "libfoo.so.1").write_bytes(b"\x7fELF\x02\x01\x01\0\0\0")
+    assert "binary" in skip_reason(tmp_path / "libfoo.so.1")
+
+
+def test_an_example_inside_an_html_entry_starts_its_own_line(tmp_path):
+    page = tmp_path / "tool.html"
+    page.write_text(
+        "<html><body><h1>tool</h1><dl><dt>--check</dt><dd><p>Check the file:</p>"
+        "<pre>tool --check a.conf\ntool --check b.conf</pre> Exits non-zero on errors.</dd></dl></body></html>"
+    )
+    text = load_document(page).text
+    assert "Check the file:\ntool --check a.conf\ntool --check b.conf\nExits non-zero on errors." in text
+
+
+def test_a_preformatted_page_leaves_no_mark_in_its_text(tmp_path):
+    # a page of preformatted text (its blank lines kept) whose `<seconds>` the parser took for an element:
+    # Slurm's news page ended in the blank-line mark
+    page = tmp_path / "news.html"
+    page.write_text("<html><body><h1>News</h1><p>Changes.</p><pre>-- one\n\n-- set <seconds> to 30\n-- two\n\n</pre>")
+    text = load_document(page).text
+    assert "\u27e6" not in text and text.rstrip().endswith("-- two")
