@@ -24,7 +24,7 @@ CORPORA = tuple(_RECIPES)
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "ingest",
-        help="index documents (.md .txt .rst .html .pdf .docx, each also gzipped) for search",
+        help="index documents (.md .txt .rst .html .pdf .docx, man pages, each also gzipped) for search",
         description="Index folders of documents; re-running embeds only new or changed files "
         "and drops chunks of removed ones. With no PATH, refreshes the tracked folders that are bundled "
         "or downloaded corpora; name any other folder to refresh it (tracked folders not named keep their chunks).",
