@@ -11,6 +11,7 @@ from pathlib import Path
 # each named corpus: the module under corpora/ and its function that returns the folder (fetching it if need be)
 _RECIPES = {
     "slurm": ("corpora.slurm", "ensure_slurm_docs"),
+    "slurm-man": ("corpora.slurm_man", "ensure_slurm_man_pages"),
     "haproxy": ("corpora.haproxy", "ensure_haproxy_docs"),
     "apache": ("corpora.apache", "ensure_apache_docs"),
     "icinga": ("corpora.icinga", "ensure_icinga_docs"),

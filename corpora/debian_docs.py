@@ -1,5 +1,5 @@
 """Recipe for a documentation corpus that Debian packages as pages (HTML: `slurm-wlm-doc`, `haproxy-doc`;
-gzipped Markdown: `icinga2-doc`).
+gzipped Markdown: `icinga2-doc`; man pages: `slurm-client`).
 
 `ensure_docs(spec)` returns the folder of the package's HTML pages. It prefers an installed
 package, then a previously extracted cache, and otherwise downloads the .deb with `apt-get
@@ -42,6 +42,9 @@ class DebianDocs:
     min_pages: int
     system_html: Path | None = None  # where an installed package has them; default / html_subpath
     page_glob: str = "*.html"  # what a page's file name looks like
+    # False where the installed pages share their folder with other packages' (/usr/share/man): the
+    # corpus is then always the package's own unpacked copy, never the whole system folder
+    use_installed: bool = True
 
     @property
     def installed_html(self) -> Path:
@@ -60,7 +63,7 @@ class DebianDocs:
 
 def ensure_docs(spec: DebianDocs, cache_dir: Path | None = None) -> Path:
     """Return a folder holding the package's HTML pages, downloading and unpacking them if needed."""
-    if spec.has_pages(spec.installed_html):
+    if spec.use_installed and spec.has_pages(spec.installed_html):
         return spec.installed_html
     cache = Path(cache_dir).expanduser() if cache_dir is not None else spec.default_cache_dir()
     final = cache / "html"

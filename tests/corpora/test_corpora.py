@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import corpora
-from corpora import apache, bacula, debian_docs, haproxy, icinga, rsyslog, slurm
+from corpora import apache, bacula, debian_docs, haproxy, icinga, rsyslog, slurm, slurm_man
 
 RUNBOOKS = sorted(corpora.bundled_runbooks_dir().glob("*.md"))
 QUESTIONS_PATH = corpora.slurm_questions_path()
@@ -253,6 +254,26 @@ def test_installed_package_is_preferred(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert slurm.ensure_slurm_docs(tmp_path / "cache") == system
 
 
+def test_man_pages_come_from_the_package_not_the_system_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # /usr/share/man holds every package's pages: with slurm-client installed it passes the page check,
+    # and a corpus taken from it would index thousands of unrelated pages
+    system = tmp_path / "usr-share-man"
+    (system / "man1").mkdir(parents=True)
+    for name in ["scontrol.1.gz"] + [f"tool{i}.1.gz" for i in range(slurm_man.SLURM_MAN.min_pages)]:
+        (system / "man1" / name).write_bytes(b"x")
+    spec = replace(slurm_man.SLURM_MAN, system_html=system)
+    assert spec.has_pages(system)
+    unpacked = tmp_path / "cache" / "html"
+
+    def fetch(spec: debian_docs.DebianDocs, workdir: Path) -> Path:
+        shutil.copytree(system, workdir / "man")
+        return workdir / "man"
+
+    monkeypatch.setattr(debian_docs, "_fetch_html", fetch)
+    assert debian_docs.ensure_docs(spec, tmp_path / "cache") == unpacked
+    assert spec.has_pages(unpacked)
+
+
 def test_missing_apt_names_what_to_install(monkeypatch: pytest.MonkeyPatch, no_system_docs: Path) -> None:
     monkeypatch.setattr(debian_docs.shutil, "which", lambda _: None)
     with pytest.raises(slurm.CorpusError, match="slurm-wlm-doc") as err:
@@ -307,8 +328,9 @@ def test_corpus_error_is_a_specrag_error() -> None:
         (icinga.ICINGA, icinga.ensure_icinga_docs, 20, 4),
         (rsyslog.RSYSLOG, rsyslog.ensure_rsyslog_docs, 20, 4),
         (bacula.BACULA, bacula.ensure_bacula_docs, 20, 4),
+        (slurm_man.SLURM_MAN, slurm_man.ensure_slurm_man_pages, 31, 8),
     ],
-    ids=["haproxy", "apache", "icinga", "rsyslog", "bacula"],
+    ids=["haproxy", "apache", "icinga", "rsyslog", "bacula", "slurm-man"],
 )
 def test_keywords_are_in_the_text_the_reader_keeps_of_their_gold_pages(spec, ensure_docs, count, unanswerable) -> None:
     """Every expected keyword survives ingest's reader, so keyword recall measures the model, not the reader
