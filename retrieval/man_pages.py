@@ -35,7 +35,6 @@ _SOURCE_ONLY = re.compile(r"^\.so[ \t]+(\S+)", re.M)  # `.so man8/foo.8`: the pa
 # DocBook's man pages define their apostrophe as a string (`.ds Aq \(aq`) behind a condition pandoc
 # does not evaluate, so "aren\*(Aqt" came out "arent"
 _DOCBOOK_APOSTROPHE = re.compile(r"\\\*(?:\(Aq|\[Aq\])")
-_NAME = re.compile(r"\s*([^\s,]+)")
 _TERM_TAGS = ("strong", "b", "em", "i", "code")
 
 
@@ -86,14 +85,14 @@ def _pandoc(source: str, macros: str) -> str:
 
 
 def _command_name(body) -> str | None:
-    """The first name the NAME section gives ("apt-get - APT package handling utility" -> apt-get)."""
+    """The first name the NAME section gives ("apt-get - APT package handling utility" -> apt-get; "systemd,
+    init - ..." -> systemd; "gcloud compute ssh - ..." -> gcloud compute ssh)."""
     for heading in body.iter("h2"):
         if heading.text_content().strip().upper() == "NAME":
             following = heading.getnext()
             if following is not None and following.tag == "p":
-                text = re.split(r"\s[-\u2013\u2014]\s", following.text_content(), maxsplit=1)[0]
-                name = _NAME.match(text)
-                return name.group(1) if name else None
+                names = re.split(r"\s[-\u2013\u2014]\s", following.text_content(), maxsplit=1)[0]
+                return " ".join(names.split(",")[0].split()) or None  # `gcloud compute ssh` is one name
     return None
 
 

@@ -681,6 +681,7 @@ def test_a_man_page_is_titled_by_its_command_and_keeps_its_options_as_entries(tm
     assert [e.term for e in doc.entries] == ["-r, --reason=<reason>", "-w, --wait", "drain NODE", "resume NODE"]
     assert "Record why a node was drained" in entry_text(doc, "-r, --reason=<reason>")
     assert "nodectl - drain, resume and inspect compute nodes" in doc.text
+    assert load_document(MAN / "cloud_compute_ssh.1").title == "cloud compute ssh"  # a subcommand's page
     packed = tmp_path / "nodectl.8.gz"  # as /usr/share/man ships them
     packed.write_bytes(gzip.compress((MAN / "nodectl.8").read_bytes()))
     assert load_document(packed).text == doc.text
