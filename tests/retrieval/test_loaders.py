@@ -727,3 +727,12 @@ def test_a_preformatted_page_leaves_no_mark_in_its_text(tmp_path):
     page.write_text("<html><body><h1>News</h1><p>Changes.</p><pre>-- one\n\n-- set <seconds> to 30\n-- two\n\n</pre>")
     text = load_document(page).text
     assert "\u27e6" not in text and text.rstrip().endswith("-- two")
+
+
+def test_a_man_page_cannot_make_the_reader_include_another_file(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("token-4f8a91\n")
+    page = tmp_path / "x.1"  # pandoc unsandboxed would read the file a `.so` request names into the page
+    page.write_text(f".TH X 1\n.SH NAME\nx \\- a tool\n.so {secret}\n.SH DESCRIPTION\nhello\n")
+    doc = load_document(page)
+    assert "hello" in doc.text and "token-4f8a91" not in doc.text
