@@ -61,6 +61,9 @@ class Chunk:
     # The term of the definition-list entry (a man page's option or command) whose description the
     # chunk goes on with, when the chunk does not hold the term itself; "" elsewhere.
     entry: str = ""
+    # The terms of the definition-list entries that start in the chunk (`--exclusive[={user|mcs}]`,
+    # `SlurmctldTimeout`): what retrieval/named_terms.py looks a question's option or setting up in.
+    terms: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -78,7 +81,8 @@ class Chunk:
     @classmethod
     def from_dict(cls, row: dict) -> Chunk:
         fields = {k: row[k] for k in ("chunk_id", "text", "source", "title", "heading")}
-        return cls(**fields, position=Position(**row["position"]), entry=row.get("entry", ""))
+        position = Position(**row["position"])
+        return cls(**fields, position=position, entry=row.get("entry", ""), terms=tuple(row.get("terms", ())))
 
 
 def make_splitter(count_tokens: Callable[[str], int], params: ChunkParams) -> RecursiveCharacterTextSplitter:
@@ -122,7 +126,8 @@ def chunk_document(
                 context = " > ".join(p for p in (section.heading, entry) if p)
                 chunk_id = _unique(chunk_hash(doc.source, context, text), seen)
                 position = Position(start, start + len(text), section.page)
-                chunks.append(Chunk(chunk_id, text, doc.source, doc.title, section.heading, position, entry))
+                terms = tuple(e.term for e in doc.entries if start <= e.start < start + len(text))
+                chunks.append(Chunk(chunk_id, text, doc.source, doc.title, section.heading, position, entry, terms))
             if progress is not None:
                 progress(len(block))
     return chunks

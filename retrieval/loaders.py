@@ -51,7 +51,8 @@ KINDS = {
 # `_keep_headings_and_terms`; 6: definition-list entries are located, so a chunk that goes on with an
 # entry's description is labelled with its term, `_entries`; 7: where an entry's description starts, so
 # a chunk of nothing but its term joins the next, `chunking.with_terms_joined`; 8: an example inside a list
-# item or entry starts and ends its own lines, `_tree_with_pre_as_code`). Markdown 2: front matter
+# item or entry starts and ends its own lines, `_tree_with_pre_as_code`, and chunks record the terms of the
+# entries they hold, `Chunk.terms`). Markdown 2: front matter
 # is metadata (its `title` names the page), not a heading and not text; 3: a heading's inline HTML is no part of
 # its name (`_heading_text`). PDF 2: bookmarks name the pages; 3: running heads and feet are left out
 # (`without_running_heads`).

@@ -20,6 +20,7 @@ from retrieval.errors import IndexCorruptError, IndexMismatchError, InvalidArgum
 from retrieval.fusion import RRF_K, reciprocal_rank_fusion
 from retrieval.index import Hits, HybridIndex
 from retrieval.manifest import IndexSettings, load_manifest, roots_of, settings_of
+from retrieval.named_terms import NamedTerms, from_entry
 from retrieval.query_embedder import QueryModel
 from retrieval.store import check_generation, default_index_dir, pin_live, rebuild_hint, sweep
 
@@ -103,9 +104,10 @@ class HybridRetriever(Retriever):
     """Dense + BM25, fused with reciprocal rank fusion, a near-copy of a better-ranked chunk left out
     (near_duplicates.py; `collapse_copies=False` keeps it), neighbours of one section joined into one
     passage (neighbours.py; `join_neighbours=False` keeps them apart), a passage cut inside a command or
-    code block completed (cut_code.py; `complete_code=False` leaves it cut) and a chunk of nothing but man page
-    references passed over (cross_references.py; `skip_references=False` keeps it); `.dense` and `.bm25` are
-    usable alone."""
+    code block completed (cut_code.py; `complete_code=False` leaves it cut), a chunk of nothing but man page
+    references passed over (cross_references.py; `skip_references=False` keeps it) and the entry of an option
+    or setting the query writes out put first (named_terms.py; `named_terms=False` leaves the order);
+    `.dense` and `.bm25` are usable alone."""
 
     name = "hybrid"
 
@@ -121,6 +123,7 @@ class HybridRetriever(Retriever):
         join_window: int = JOIN_WINDOW,
         complete_code: bool = True,
         skip_references: bool = True,
+        named_terms: bool = True,
     ):
         self.index, self.embedder = index, embedder
         self.collapse_copies, self.join_neighbours, self.join_window = collapse_copies, join_neighbours, join_window
@@ -130,12 +133,13 @@ class HybridRetriever(Retriever):
         self.weights = FUSION_WEIGHTS if weights is None else weights
         chunks = index.chunks if skip_references else []
         self._references = {row for row, chunk in enumerate(chunks) if only_references(chunk.text)}
+        self._terms = NamedTerms(index.chunks if named_terms else [])
 
     def _retrieve(self, query: str, k: int) -> list[ScoredChunk]:
         n = max(self.candidates, k)
         runs = {r.name: dict(r.hits(query, n)) for r in (self.dense, self.bm25)}
         fused = reciprocal_rank_fusion({name: list(hits) for name, hits in runs.items()}, self.rrf_k, self.weights)
-        fused = [hit for hit in fused if hit[0] not in self._references]
+        fused, pinned = self._named_terms_first(query, [hit for hit in fused if hit[0] not in self._references], k)
         chunks = self.index.chunks
         # neighbours of one section among the first `window` chunks become one passage (neighbours.py)
         window = self.join_window if self.join_neighbours else 0
@@ -146,11 +150,32 @@ class HybridRetriever(Retriever):
                 candidates = near_duplicates.distinct(fused, lambda hit: chunks[hit[0]].text, limit)
             groups = neighbours.join_neighbours(candidates, lambda hit: chunks[hit[0]], window)
             if not self.complete_code:
-                return [scored_group(span, members, runs) for members, span in groups[:k]]
+                return self._from_entries([scored_group(span, members, runs) for members, span in groups[:k]], pinned)
             passages = self._completed(groups, runs, k)
             if len(passages) == k or not self.collapse_copies or len(candidates) < limit:
-                return passages  # k passages, or every candidate used
+                return self._from_entries(passages, pinned)  # k passages, or every candidate used
             limit += 2 * cut_code.MAX_EXTRA  # passages took in later candidates: look further down
+
+    def _named_terms_first(self, query: str, fused: list[Fused], k: int) -> tuple[list[Fused], dict[str, str]]:
+        """`fused` with the chunks defining the options and settings the query writes out first, where
+        its first k hold none (named_terms.py); and those chunks' ids, each with the name it defines."""
+        order = {row: rank for rank, (row, _, _) in enumerate(fused)}
+        pinned = self._terms.pinned(query, order, {row for row, _, _ in fused[:k]})
+        if not pinned:
+            return fused, {}
+        by_row = {hit[0]: hit for hit in fused}
+        first = [by_row.get(row, (row, 0.0, {})) for row in pinned]  # one past the candidates has no score
+        names = {self.index.chunks[row].chunk_id: name for row, name in pinned.items()}
+        return first + [hit for hit in fused if hit[0] not in pinned], names
+
+    @staticmethod
+    def _from_entries(passages: list[ScoredChunk], pinned: dict[str, str]) -> list[ScoredChunk]:
+        """Each passage put first for a name it defines, from that name's entry on (named_terms.from_entry)."""
+        if not pinned:
+            return passages
+        first_ids = {passage.chunk_id.split(neighbours.JOIN)[0]: passage for passage in passages}
+        trimmed = {id(p): from_entry(p, pinned[chunk_id]) for chunk_id, p in first_ids.items() if chunk_id in pinned}
+        return [trimmed.get(id(passage), passage) for passage in passages]
 
     def _completed(
         self, groups: list[tuple[list[Fused], Chunk]], runs: dict[str, dict[int, float]], k: int
