@@ -139,7 +139,9 @@ class HybridRetriever(Retriever):
         n = max(self.candidates, k)
         runs = {r.name: dict(r.hits(query, n)) for r in (self.dense, self.bm25)}
         fused = reciprocal_rank_fusion({name: list(hits) for name, hits in runs.items()}, self.rrf_k, self.weights)
-        fused, pinned = self._named_terms_first(query, [hit for hit in fused if hit[0] not in self._references], k)
+        fused, pinned = self._named_terms_first(
+            query, [hit for hit in fused if hit[0] not in self._references], k, runs
+        )
         chunks = self.index.chunks
         # neighbours of one section among the first `window` chunks become one passage (neighbours.py)
         window = self.join_window if self.join_neighbours else 0
@@ -156,15 +158,26 @@ class HybridRetriever(Retriever):
                 return self._from_entries(passages, pinned)  # k passages, or every candidate used
             limit += 2 * cut_code.MAX_EXTRA  # passages took in later candidates: look further down
 
-    def _named_terms_first(self, query: str, fused: list[Fused], k: int) -> tuple[list[Fused], dict[str, str]]:
+    def _named_terms_first(
+        self, query: str, fused: list[Fused], k: int, runs: dict[str, dict[int, float]]
+    ) -> tuple[list[Fused], dict[str, str]]:
         """`fused` with the chunks defining the options and settings the query writes out first, where
-        its first k hold none (named_terms.py); and those chunks' ids, each with the name it defines."""
+        its first k hold none (named_terms.py); and those chunks' ids, each with the name it defines.
+        A chunk ranked below the candidates gets its scores and ranks from the whole index's rankings
+        (added to `runs`), so it shows what the retrievers made of it, not a blank."""
         order = {row: rank for rank, (row, _, _) in enumerate(fused)}
         pinned = self._terms.pinned(query, order, {row for row, _, _ in fused[:k]})
         if not pinned:
             return fused, {}
         by_row = {hit[0]: hit for hit in fused}
-        first = [by_row.get(row, (row, 0.0, {})) for row in pinned]  # one past the candidates has no score
+        if any(row not in by_row for row in pinned):
+            whole = {r.name: r.hits(query, len(self.index.chunks)) for r in (self.dense, self.bm25)}
+            for name, hits in whole.items():
+                runs[name].update(hits)
+            rankings = {name: [row for row, _ in hits] for name, hits in whole.items()}
+            fused_whole = reciprocal_rank_fusion(rankings, self.rrf_k, self.weights)
+            by_row |= {hit[0]: hit for hit in fused_whole if hit[0] in pinned and hit[0] not in by_row}
+        first = [by_row.get(row, (row, 0.0, {})) for row in pinned]
         names = {self.index.chunks[row].chunk_id: name for row, name in pinned.items()}
         return first + [hit for hit in fused if hit[0] not in pinned], names
 

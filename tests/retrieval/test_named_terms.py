@@ -56,6 +56,8 @@ def test_the_entry_of_a_written_out_option_comes_first_on_the_page_the_question_
     passages = _retriever(chunks).retrieve(question, k=3)
     assert passages[0].chunk_id == "c7"  # sbatch's entry, not srun's
     assert [c.chunk_id for c in passages[1:]] == plain[:2]  # the rest keep their order
+    beyond = _retriever(chunks, candidates=2).retrieve(question, k=2)[0]  # ranked below the candidates
+    assert beyond.chunk_id == "c7" and beyond.score > 0 and set(beyond.ranks) == {"dense", "bm25"}
 
 
 def test_nothing_moves_when_the_passages_hold_the_entry_or_the_question_writes_no_name():
