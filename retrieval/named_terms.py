@@ -63,16 +63,26 @@ class NamedTerms:
         holds already."""
         if not self.rows:
             return {}
-        words = {word.lower() for word in _WORD.findall(question)}
+        # the pages the question names; a follow-up's query is the follow-up, then the questions before it
+        # ("what about srun?" after sbatch's --exclusive): the page its first line names, where it names one
+        lines = [{word.lower() for word in _WORD.findall(line)} for line in question.splitlines() or [""]]
         pinned: dict[int, str] = {}
         for name, short in _written_names(question):
             rows = self.rows.get(name, [])
-            named = [row for row in rows if self.chunks[row].title.lower() in words]
+            named = self._on_named_page(rows, lines)
             candidates = named if short or named else rows
             if not candidates or held.intersection(candidates) or len(pinned) == MAX_PINNED:
                 continue
             pinned.setdefault(min(candidates, key=lambda row: order.get(row, len(order))), name)
         return pinned
+
+    def _on_named_page(self, rows: list[int], lines: list[set[str]]) -> list[int]:
+        """`rows` on the pages named by the first of `lines` (each a line's words) to name any of theirs."""
+        for words in lines:
+            named = [row for row in rows if self.chunks[row].title.lower() in words]
+            if named:
+                return named
+        return []
 
 
 def from_entry(passage: Chunk, name: str) -> Chunk:
@@ -87,6 +97,11 @@ def from_entry(passage: Chunk, name: str) -> Chunk:
                 position = replace(passage.position, start=passage.position.start + start)
                 return replace(passage, text=passage.text[start:], position=position, entry="")
     return passage
+
+
+def written_names(text: str) -> list[str]:
+    """The options and setting names `text` writes out (`--exclusive`, `SlurmctldTimeout`, `-R`), in order."""
+    return [name for name, _ in _written_names(text)]
 
 
 def _written_names(question: str) -> list[tuple[str, bool]]:

@@ -51,6 +51,7 @@ from itertools import zip_longest
 from app.copilot.events import Passage, Turn
 from app.copilot.gate import best_similarity
 from app.copilot.prompting import turn_messages
+from retrieval.named_terms import written_names
 from retrieval.neighbours import member_ids
 
 # words that point back at an earlier turn; "one" is left out ("one GPU"), "there" counts only as a place
@@ -127,13 +128,21 @@ def follow_up_passages(
     if not history or not refers_back(question):
         return own, question
     query = retrieval_query(question, history)
-    if not stands_alone(own):
+    if not stands_alone(own) or asks_on_about_a_name(question, query):
         return retrieve(query), query
     joint = retrieve(query)
     alone, together = best_similarity(own), best_similarity(joint)
     if alone is not None and together is not None and together - alone >= LEANING_GAIN:
         return joint, query
     return own, question
+
+
+def asks_on_about_a_name(question: str, query: str) -> bool:
+    """Does a follow-up that writes out no option or setting go on from earlier questions that do? "What does
+    the --exclusive option of sbatch do?", then "what about srun?": searched alone, the follow-up got srun's
+    pages without its `--exclusive` entry, and the answer's `--exclusive` was flagged as in no source. With
+    the earlier question, the entry of the name is looked up on the page the follow-up names (named_terms.py)."""
+    return not written_names(question) and bool(written_names(query))
 
 
 @dataclass(frozen=True)

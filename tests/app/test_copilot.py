@@ -1119,6 +1119,29 @@ def test_a_follow_up_that_passes_the_gate_alone_keeps_the_previous_question_wher
     assert queries == ["How do I drain node c042?"]
 
 
+def test_a_follow_up_on_an_option_an_earlier_question_wrote_out_is_searched_with_it():
+    # "what about srun?" after sbatch's --exclusive passes the gate alone, but alone it finds srun's pages
+    # without the option's entry; with the earlier question the entry is looked up on srun's page
+    from app.copilot import Passage, Turn
+    from app.copilot.conversation import follow_up_passages
+
+    history = [Turn("What does the --exclusive option of sbatch do?", "answer", ())]
+
+    def retrieve(query):
+        return [Passage(1, query, "a.md", similarity=0.7)]  # the joint query finds nothing closer
+
+    assert follow_up_passages("what about srun?", history, retrieve, lambda passages: True)[1] == (
+        "what about srun?\nWhat does the --exclusive option of sbatch do?"
+    )
+    # one that writes out its own name, or goes on from a question that wrote none, is searched as before
+    assert (
+        follow_up_passages("and --exclusive in srun?", history, retrieve, lambda p: True)[1]
+        == "and --exclusive in srun?"
+    )
+    plain = [Turn("How do I give a job whole nodes with sbatch?", "answer", ())]
+    assert follow_up_passages("what about srun?", plain, retrieve, lambda passages: True)[1] == "what about srun?"
+
+
 def test_a_follow_up_after_a_refused_question_goes_back_to_the_topic_before_it(tiny_engine):
     from app.copilot.conversation import retrieval_query
     from app.copilot.gate import THRESHOLDS

@@ -70,6 +70,15 @@ def test_nothing_moves_when_the_passages_hold_the_entry_or_the_question_writes_n
         assert with_terms == [c.chunk_id for c in _retriever(chunks, named_terms=False).retrieve(question, k=3)]
 
 
+def test_a_follow_ups_query_takes_the_page_its_first_line_names():
+    chunks = [
+        _chunk(0, "sbatch", "--exclusive[={user|mcs}]: the allocation shares no node", ("--exclusive[={user|mcs}]",)),
+        _chunk(1, "srun", "--exclusive[={user|mcs}]: for a job step, no shared CPUs", ("--exclusive[={user|mcs}]",)),
+    ]
+    query = "what about srun?\nWhat does the --exclusive option of sbatch do?"  # conversation.retrieval_query
+    assert NamedTerms(chunks).pinned(query, {0: 0, 1: 1}, set()) == {1: "--exclusive"}
+
+
 def test_a_short_option_is_looked_up_only_on_a_page_the_question_names():
     chunks = [
         _chunk(0, "sinfo", "-R, --list-reasons: list reasons nodes are down or drained", ("-R, --list-reasons",)),
