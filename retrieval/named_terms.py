@@ -73,8 +73,19 @@ class NamedTerms:
             candidates = named if short or named else rows
             if not candidates or held.intersection(candidates) or len(pinned) == MAX_PINNED:
                 continue
-            pinned.setdefault(min(candidates, key=lambda row: order.get(row, len(order))), name)
+            best = min(candidates, key=lambda row: order.get(row, len(order)))
+            pinned.setdefault(best, name)
+            if self._continued(best, name):  # the term closes its chunk, and its description opens the next
+                pinned.setdefault(best + 1, name)
         return pinned
+
+    def _continued(self, row: int, name: str) -> bool:
+        """Does the chunk after `row` go on with the entry of `name` that `row` holds (neighbours.py then
+        joins the two into one passage)?"""
+        if row + 1 >= len(self.chunks) or self.chunks[row + 1].source != self.chunks[row].source:
+            return False
+        going_on = self.chunks[row + 1].entry.split(" > ")
+        return any(term in going_on for term in self.chunks[row].terms if name in term_names(term))
 
     def _on_named_page(self, rows: list[int], lines: list[set[str]]) -> list[int]:
         """`rows` on the pages named by the first of `lines` (each a line's words) to name any of theirs."""

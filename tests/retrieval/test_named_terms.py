@@ -32,7 +32,7 @@ def _chunk(n: int, title: str, text: str, terms: tuple[str, ...] = ()) -> Chunk:
 def _retriever(chunks: list[Chunk], **options) -> HybridRetriever:
     embedder = FakeEmbedder()
     index = HybridIndex.build(chunks, embedder.embed_documents([c.text for c in chunks]))
-    return HybridRetriever(index, embedder, join_neighbours=False, **options)
+    return HybridRetriever(index, embedder, **{"join_neighbours": False, **options})
 
 
 def test_an_entrys_term_names_its_options_and_its_setting():
@@ -68,6 +68,23 @@ def test_nothing_moves_when_the_passages_hold_the_entry_or_the_question_writes_n
     for question in ("What does --parsable do in sbatch?", "How do I print just the job id from sbatch?"):
         with_terms = [c.chunk_id for c in _retriever(chunks).retrieve(question, k=3)]
         assert with_terms == [c.chunk_id for c in _retriever(chunks, named_terms=False).retrieve(question, k=3)]
+
+
+def test_an_entry_whose_term_closes_its_chunk_comes_with_its_description():
+    # sbatch's man page: "- -x, --exclude=... - ... - --exclusive[={user|mcs}]" ends one chunk, and the next
+    # (labelled with the entry it goes on with) holds what the option does
+    before = "- -x, --exclude=<node_name_list>\n- Explicitly exclude certain nodes.\n\n"
+    term = "- --exclusive[={user|mcs}]\n"
+    description = "- The job allocation can not share nodes with other running jobs."
+    chunks = [_chunk(i, title, text) for i, (title, text) in enumerate(FILLER)]
+    closing = _chunk(6, "sbatch", before + term, ("-x, --exclude=<node_name_list>", "--exclusive[={user|mcs}]"))
+    chunks.append(replace(closing, position=Position(0, len(before + term))))
+    going_on = replace(_chunk(7, "sbatch", description), entry="--exclusive[={user|mcs}]")
+    chunks.append(replace(going_on, position=Position(len(before + term), len(before + term + description))))
+    passage = _retriever(chunks, join_neighbours=True).retrieve("What does the --exclusive option of sbatch do?", k=3)[
+        0
+    ]
+    assert passage.text == term + description
 
 
 def test_a_follow_ups_query_takes_the_page_its_first_line_names():
