@@ -55,8 +55,9 @@ KINDS = {
 # entries they hold, `Chunk.terms`). Markdown 2: front matter
 # is metadata (its `title` names the page), not a heading and not text; 3: a heading's inline HTML is no part of
 # its name (`_heading_text`). PDF 2: bookmarks name the pages; 3: running heads and feet are left out
-# (`without_running_heads`).
-READER_REVISIONS = {"html": 8, "markdown": 3, "pdf": 3}
+# (`without_running_heads`). Man 2: a `.TP` without a body before `.RE` no longer nests the options after it
+# (man_pages.py).
+READER_REVISIONS = {"html": 8, "markdown": 3, "pdf": 3, "man": 2}
 DEFAULT_MAX_BYTES = 20 * 2**20
 DOCX_MAX_UNPACKED = 256 * 2**20  # a .docx is a zip: one that would unpack to more is skipped, not inflated
 MAX_TERM_CHARS = 160  # an entry's term as a chunk's context line; longer ones are cut

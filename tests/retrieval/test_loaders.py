@@ -696,6 +696,18 @@ def test_docbook_man_pages_keep_commands_as_entries_and_examples_on_their_own_li
     assert '"failed" state.\nunitctl is-failed nginx.service' in entry_text(doc, "is-failed PATTERN...")
 
 
+def test_a_bodiless_tag_closing_an_indented_list_does_not_swallow_the_options_after_it():
+    # srun's man page closes the list of -m's values with a `.TP` that has no body; pandoc then nested every
+    # later option in -m's entry, so chunks about --exclusive were labelled "-m, --distribution=..."
+    doc = load_document(MAN / "steprun.1")
+    terms = [e.term for e in doc.entries]
+    assert {"--exclusive", "--epilog=<executable>"} <= set(terms)
+    distribution = next(e for e in doc.entries if e.term.startswith("-m"))
+    exclusive = next(e for e in doc.entries if e.term == "--exclusive")
+    assert distribution.end <= exclusive.start  # a sibling, not inside -m's description
+    assert "This option applies to job and step allocations." in doc.text
+
+
 def test_mdoc_man_pages_are_read_too():
     doc = load_document(MAN / "keyscan.1")
     assert (doc.kind, doc.title) == ("man", "keyscan")
