@@ -57,7 +57,7 @@ def man_page_html(path: Path, source: str) -> str:
         _pandoc(source, "mdoc" if _MDOC.search(source) else "man"), create_parent="main"
     )
     _terms_as_entries(body)
-    name = _command_name(body) or (path.with_suffix("").name if is_man_page_name(path) else path.name)
+    name = _command_name(body) or path.stem  # `nodectl.8` (the reader gets the name inside a `.gz`)
     heading = lxml_html.Element("h1")
     heading.text = name
     body.insert(0, heading)

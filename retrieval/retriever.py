@@ -186,9 +186,11 @@ class HybridRetriever(Retriever):
         """Each passage put first for a name it defines, from that name's entry on (named_terms.from_entry)."""
         if not pinned:
             return passages
-        first_ids = {passage.chunk_id.split(neighbours.JOIN)[0]: passage for passage in passages}
-        trimmed = {id(p): from_entry(p, pinned[chunk_id]) for chunk_id, p in first_ids.items() if chunk_id in pinned}
-        return [trimmed.get(id(passage), passage) for passage in passages]
+        trimmed = []
+        for passage in passages:
+            first = passage.chunk_id.split(neighbours.JOIN)[0]  # a joined passage starts with its first chunk
+            trimmed.append(from_entry(passage, pinned[first]) if first in pinned else passage)
+        return trimmed
 
     def _completed(
         self, groups: list[tuple[list[Fused], Chunk]], runs: dict[str, dict[int, float]], k: int
