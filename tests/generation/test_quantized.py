@@ -1,6 +1,7 @@
 """The int4/int8 path: packaged weights carried over exactly, and rows independent of their pass."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,13 +9,21 @@ import torch
 from exactness import WIDEST, assert_greedy_speculation_matches_plain, assert_widest_pass_matches_plain_steps
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize
+from safetensors.torch import save_file
 
 from generation.engine import Engine
 from generation.gguf_blocks import Q4_K_BYTES, q4k_groups
 from generation.invariant_attention import MAX_ROWS
 from generation.numeric_path import resolve_path
-from generation.quantized import Int4Linear, Int8Linear, Q4KEmbedding
-from generation.quantized_model import load_quantized, numeric_path, quantize_module_tree, save_quantized
+from generation.quantized import HalfEmbedding, Int4Linear, Int8Linear, Q4KEmbedding
+from generation.quantized_model import (
+    embedding_tables,
+    load_quantized,
+    numeric_path,
+    quantize_module_tree,
+    read_safetensors,
+    save_quantized,
+)
 from tiny import tiny_wide_head_lm
 
 
@@ -76,6 +85,56 @@ def test_a_saved_quantized_model_loads_without_a_float_copy_and_gives_the_same_l
     with torch.inference_mode():
         assert torch.equal(loaded(input_ids=ids).logits, quantized(input_ids=ids).logits)
     assert numeric_path(loaded) == numeric_path(quantized)
+
+
+def _mappings(path: Path) -> list[tuple[int, int, int]]:
+    """(start, end, resident bytes) of each of this process's mappings of `path` (Linux smaps)."""
+    with open("/proc/self/smaps") as smaps:
+        lines = smaps.readlines()
+    found = []
+    for line in lines:
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            found.append([start, end, 0, fields[-1] == str(path)])
+        elif fields[0] == "Rss:" and found:
+            found[-1][2] = int(fields[1]) * 1024
+    return [(start, end, rss) for start, end, rss, ours in found if ours]
+
+
+@pytest.mark.parametrize("kind", ["half", "q4k"])
+def test_a_loaded_embedding_table_is_a_view_of_the_file_and_gives_the_same_logits(kind, tmp_path):
+    model = quantize_module_tree(tiny_wide_head_lm(0), "int4")
+    vocab, hidden = model.config.vocab_size, model.config.hidden_size
+    if kind == "half":
+        table = HalfEmbedding(vocab, hidden)
+        table.table = model.model.embed_tokens.weight.detach().to(torch.bfloat16)
+    else:
+        table = Q4KEmbedding(vocab, hidden)
+        table.blocks = torch.from_numpy(random_q4k(vocab, hidden, seed=2))
+    model.model.embed_tokens = table
+    save_quantized(model, tmp_path)
+    loaded = load_quantized(tmp_path)
+    ids = torch.tensor([[5, 200, 256, 77]])
+    with torch.inference_mode():
+        assert torch.equal(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
+    buffer = next(loaded.model.embed_tokens.buffers())
+    mapped = _mappings((tmp_path / "quantized.safetensors").resolve())
+    assert any(start <= buffer.data_ptr() < end for start, end, _ in mapped)
+    assert all(not any(start <= t.data_ptr() < end for start, end, _ in mapped) for t in loaded.lm_head.buffers())
+
+
+def test_a_mapped_embedding_table_holds_in_memory_only_the_pages_of_the_rows_looked_up(tmp_path):
+    path = tmp_path / "quantized.safetensors"
+    table = torch.arange(32768 * 1024, dtype=torch.float32).reshape(32768, 1024).to(torch.bfloat16)  # 64 MB
+    kinds = json.dumps({"model.embed_tokens": "HalfEmbedding"})
+    save_file({"model.embed_tokens.table": table, "lm_head.scales": torch.ones(8)}, str(path), {"kinds": kinds})
+    state, _ = read_safetensors(path, mapped=embedding_tables)
+    ids = torch.tensor([3, 10000, 20000, 32767])
+    assert torch.equal(state["model.embed_tokens.table"][ids], table[ids])
+    resident = sum(rss for _, _, rss in _mappings(path.resolve()))
+    assert 0 < resident < table.numel() * 2 // 4  # 4 rows (and their neighbours), not the table
+    assert state["lm_head.scales"].data_ptr() not in range(*_mappings(path.resolve())[0][:2])
 
 
 def test_the_path_is_measured_once_per_machine_and_float32_stays_one_flag_away(tmp_path, monkeypatch):
@@ -353,3 +412,13 @@ def test_a_prefill_through_the_gated_mlp_is_bit_identical_to_hugging_faces_mlp(m
         monkeypatch.setattr(GatedMLP, "_wide_products", lambda self, rows: None)  # Hugging Face's formula
         reference = model(input_ids=ids).logits
     assert torch.equal(ours, reference)
+
+
+def test_a_cache_file_cut_short_inside_a_mapped_table_says_to_rebuild_it(tmp_path):
+    path = tmp_path / "quantized.safetensors"
+    kinds = json.dumps({"model.embed_tokens": "HalfEmbedding"})
+    save_file({"model.embed_tokens.table": torch.ones(64, 8, dtype=torch.bfloat16)}, str(path), {"kinds": kinds})
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size - 10)
+    with pytest.raises(ValueError, match="delete its folder to rebuild it"):
+        read_safetensors(path, mapped=embedding_tables)
