@@ -19,10 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from langchain_text_splitters import RecursiveCharacterTextSplitter
+if TYPE_CHECKING:  # the answering process reads chunks (neighbours.py) and never splits or reads a document
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from retrieval.loaders import Document, Entry
+    from retrieval.loaders import Document, Entry
 
 SEPARATORS = ["\n\n", "\n", ". ", "; ", ", ", " ", ""]
 # Blocks of 256 K characters hold ~700 chunks: the seam (a chunk boundary without overlap) is rare,
@@ -86,6 +88,8 @@ class Chunk:
 
 
 def make_splitter(count_tokens: Callable[[str], int], params: ChunkParams) -> RecursiveCharacterTextSplitter:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
     return RecursiveCharacterTextSplitter(
         separators=SEPARATORS,
         keep_separator="end",

@@ -29,6 +29,22 @@ def test_the_ask_path_loads_no_torch_model_machinery():
     assert loaded == []
 
 
+def test_the_answering_process_reads_chunks_without_the_document_readers():
+    """The process that answers (and on the int4 path holds the models) joins neighbouring chunks and finds
+    written-out names in them; it had imported the splitter and every reader (LangChain, lxml, the man page
+    reader: 16 MB resident) through the chunk type alone."""
+    probe = """
+import sys
+import app.ask, app.cli
+from app.copilot import conversation, loading, pipeline
+from retrieval import chunking, named_terms, neighbours
+readers = ("langchain_text_splitters", "lxml", "retrieval.loaders", "retrieval.man_pages")
+print(*[name for name in readers if name in sys.modules])
+"""
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == []
+
+
 def test_the_int4_path_still_registers_its_attention_when_it_builds_a_model():
     probe = """
 import torch

@@ -2,13 +2,16 @@
 and chat template: ids, text and prompts must come out the same, since prompts, n-gram drafts and the
 grounding filter all work on them."""
 
+import gc
 from pathlib import Path
 
 import pytest
 from tiny_gguf import write_tiny_gguf
 
+from generation import models
 from generation.errors import ModelError
-from generation.llamacpp_lm import LlamaCppLM
+from generation.gguf_tokenizer import GgufTokenizer
+from generation.llamacpp_lm import LlamaCppLM, vocabulary_tokenizer
 from tiny import EOS, byte_tokenizer
 
 # a template that uses what transformers' sandbox offers: trimmed blocks, loop controls, tojson, raise_exception
@@ -88,3 +91,28 @@ def test_a_template_error_and_a_missing_template_are_clear(pair, tmp_path):
     assert bare.chat_template is None
     with pytest.raises(ModelError, match="no chat template"):
         bare.apply_chat_template([{"role": "user", "content": "x"}])
+
+
+def test_a_vocabulary_read_without_the_weights_tokenizes_as_the_loaded_model_does(tmp_path):
+    """The int4 path tokenizes a packaged model with its GGUF's vocabulary alone (models.packaged_vocabulary)."""
+    gguf = write_tiny_gguf(tmp_path / "t.gguf", chat_template=TEMPLATE)
+    alone, loaded = vocabulary_tokenizer(gguf), LlamaCppLM(gguf, n_ctx=256).tokenizer()
+    gc.collect()  # the vocabulary stays while its tokenizer lives
+    for text in TEXTS:
+        assert alone.encode(text) == loaded.encode(text)
+        assert alone.decode(loaded.encode(text)) == loaded.decode(loaded.encode(text))
+    assert alone.get_vocab() == loaded.get_vocab() and alone.eos_token_id == loaded.eos_token_id
+    prompt = alone.apply_chat_template(CONVERSATION, add_generation_prompt=True)
+    assert prompt == loaded.apply_chat_template(CONVERSATION, add_generation_prompt=True)
+    (tmp_path / "cut.gguf").write_bytes(gguf.read_bytes()[:64])
+    with pytest.raises(ModelError, match="could not read the vocabulary"):
+        vocabulary_tokenizer(tmp_path / "cut.gguf")
+
+
+def test_a_packaged_model_on_a_torch_path_gets_its_gguf_vocabulary_and_other_models_none(tmp_path, monkeypatch):
+    gguf = write_tiny_gguf(tmp_path / "t.gguf", chat_template=TEMPLATE)
+    monkeypatch.setattr(models, "gguf_file", lambda name: gguf)
+    assert isinstance(models.packaged_vocabulary("default-target"), GgufTokenizer)
+    assert models.packaged_vocabulary(str(tmp_path / "my-model")) is None
+    monkeypatch.setattr(models, "llamacpp_available", lambda: False)
+    assert models.packaged_vocabulary("default-target") is None

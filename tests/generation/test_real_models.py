@@ -105,7 +105,7 @@ def test_the_gguf_tokenizer_matches_transformers_conversion_of_the_packaged_targ
 
     from app.copilot import Passage
     from app.copilot.prompting import build_messages, encode_prompt
-    from generation.llamacpp_lm import LlamaCppLM
+    from generation.llamacpp_lm import LlamaCppLM, vocabulary_tokenizer
     from generation.model_store import gguf_file
 
     gguf = gguf_file("default-target")
@@ -123,6 +123,8 @@ def test_the_gguf_tokenizer_matches_transformers_conversion_of_the_packaged_targ
     for messages in (build_messages("How do I drain a node?", passages), history):
         assert encode_prompt(ours, messages) == encode_prompt(theirs, messages)
     assert ours.get_vocab() == theirs.get_vocab() and ours.eos_token_id == theirs.eos_token_id
+    alone = vocabulary_tokenizer(gguf)  # the int4 path's: the vocabulary without the weights
+    assert all(alone(text)["input_ids"] == ours(text)["input_ids"] for text in texts)
 
 
 def test_on_each_fast_path_every_speculative_mode_matches_plain_greedy(real_fast_path):
