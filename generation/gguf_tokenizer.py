@@ -8,7 +8,8 @@ tokenizer interface the copilot calls (`tokenizer(text)["input_ids"]`, `apply_ch
 `decode`, `convert_ids_to_tokens`, `get_vocab`, `eos_token_id`). The chat template is rendered with
 jinja2 in a sandbox with the settings transformers uses (trim_blocks, lstrip_blocks, loop controls,
 `tojson`, `raise_exception`), so prompts come out as they did through transformers; tests compare
-both on the same template and text.
+both on the same template and text. The int4 path tokenizes a packaged model the same way, with the vocabulary
+read from its GGUF without the weights (`llamacpp_lm.vocabulary_tokenizer`).
 """
 
 from __future__ import annotations

@@ -209,6 +209,12 @@ def gguf_file(name: str) -> Path | None:
     return path if path.suffix == ".gguf" else None
 
 
+def assembled_gguf(name: str) -> Path | None:
+    """A packaged model's GGUF where it is assembled already in the cache, else None (nothing is written)."""
+    path = cache_root() / "gguf" / PACKAGED[name].gguf_name if name in PACKAGED else None
+    return path if path is not None and path.is_file() else None
+
+
 def given_gguf(name: str) -> Path | None:
     """The .gguf file a model named by its path is (a user's own GGUF); None for a packaged model or anything else."""
     return None if name in PACKAGED else gguf_file(name)

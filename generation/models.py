@@ -19,7 +19,14 @@ from core.paths import cache_root
 from generation.errors import ModelError, VocabularyMismatchError
 from generation.llamacpp_lm import LlamaCppLM, vocabulary_tokenizer
 from generation.llamacpp_lm import available as llamacpp_available
-from generation.model_store import PACKAGED, ensure_packaged_model, ensure_quantized_model, gguf_file, given_gguf
+from generation.model_store import (
+    PACKAGED,
+    assembled_gguf,
+    ensure_packaged_model,
+    ensure_quantized_model,
+    gguf_file,
+    given_gguf,
+)
 from generation.path_choice import cpu_only, remembered_auto_path
 from generation.path_names import LLAMACPP, LLAMACPP_F16, LLAMACPP_PATHS, MLAS
 
@@ -279,10 +286,12 @@ def load_quantized_models(target: str, draft: str | None, dev: torch.device, mod
 def packaged_vocabulary(name: str) -> GgufTokenizer | None:
     """A packaged model's tokenizer read from its GGUF by llama.cpp, which `specrag ask` holds in ~48 MB where
     transformers' tokenizer of the same vocabulary takes ~130 MB (it tokenizes the llama.cpp paths already);
-    None for other models or without llama.cpp."""
-    if name not in PACKAGED or not llamacpp_available():
+    None for other models, without llama.cpp, or where the GGUF is no longer in the cache (assembling it again
+    would write 1 GB to read a vocabulary that the int4 cache holds too)."""
+    gguf = assembled_gguf(name)
+    if gguf is None or not llamacpp_available():
         return None
-    return vocabulary_tokenizer(gguf_file(name))
+    return vocabulary_tokenizer(gguf)
 
 
 def load_llamacpp_models(

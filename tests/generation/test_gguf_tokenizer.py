@@ -12,6 +12,7 @@ from generation import models
 from generation.errors import ModelError
 from generation.gguf_tokenizer import GgufTokenizer
 from generation.llamacpp_lm import LlamaCppLM, vocabulary_tokenizer
+from generation.model_store import PACKAGED
 from tiny import EOS, byte_tokenizer
 
 # a template that uses what transformers' sandbox offers: trimmed blocks, loop controls, tojson, raise_exception
@@ -111,7 +112,11 @@ def test_a_vocabulary_read_without_the_weights_tokenizes_as_the_loaded_model_doe
 
 def test_a_packaged_model_on_a_torch_path_gets_its_gguf_vocabulary_and_other_models_none(tmp_path, monkeypatch):
     gguf = write_tiny_gguf(tmp_path / "t.gguf", chat_template=TEMPLATE)
-    monkeypatch.setattr(models, "gguf_file", lambda name: gguf)
+    monkeypatch.setenv("SPECRAG_HOME", str(tmp_path / "home"))
+    assert models.packaged_vocabulary("default-target") is None  # not assembled: not written again for this
+    cached = tmp_path / "home" / "gguf" / PACKAGED["default-target"].gguf_name
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(gguf.read_bytes())
     assert isinstance(models.packaged_vocabulary("default-target"), GgufTokenizer)
     assert models.packaged_vocabulary(str(tmp_path / "my-model")) is None
     monkeypatch.setattr(models, "llamacpp_available", lambda: False)
