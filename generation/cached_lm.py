@@ -24,6 +24,7 @@ import torch
 
 from generation.invariant_attention import MAX_ROWS
 from generation.kv_cache import cache_bytes, cache_from_bytes, copyable, growing_cache
+from generation.lean_decode import lean_forward, supports
 from generation.prompt_snapshot import PromptSnapshot
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class CachedLM(PromptSnapshot):
         self.tokens: list[int] = []  # the ids whose keys and values the cache holds, in order
         self._snapshot: list[int] | None = None  # the last prompt; its positions stay cached until cropped
         self.reused = 0  # how many tokens the last prefill took from the snapshot
+        self.lean = supports(model)  # decoding passes skip transformers' per-call overhead, same logits
 
     def scratch(self) -> CachedLM:
         """Another cache on the same model, for measurements that must leave this one's alone."""
@@ -111,10 +113,13 @@ class CachedLM(PromptSnapshot):
     def extend(self, token_ids: list[int], last_only: bool = False) -> torch.Tensor:
         """Feed tokens after the cached ones; return logits [n, V] (or [1, V] if last_only)."""
         ids = torch.tensor([token_ids], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1 if last_only else 0)
-        self.cache = out.cache
+        if self.lean and len(token_ids) <= MAX_ROWS:  # a decoding or verification pass (lean_decode.py)
+            logits = lean_forward(self.model, ids, self.cache, last_only)
+        else:
+            out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1 if last_only else 0)
+            self.cache, logits = out.cache, out.logits
         self.tokens.extend(token_ids)
-        return out.logits[0]
+        return logits[0]
 
     def prefill(self, token_ids: list[int]) -> torch.Tensor | None:
         """Reset to exactly `token_ids`, keeping the cached common prefix with the last prompt.

@@ -371,14 +371,15 @@ def as_cached(model: PreTrainedModel | LlamaCppLM) -> CachedLM | LlamaCppLM:
 
 
 def calibration_extra(model: PreTrainedModel | LlamaCppLM) -> str:
-    """What besides model, dtype and threads changes the pass cost: kernel layout and numeric path."""
+    """What besides model, dtype and threads changes the pass cost: kernel layout, numeric path, lean passes."""
     if isinstance(model, LlamaCppLM):
         return "llamacpp"
+    from generation.lean_decode import supports
     from generation.linear_layout import kernel_layout
     from generation.quantized_model import numeric_path
 
     path = numeric_path(model)
-    return kernel_layout(model) + ("" if path == "none" else f"|{path}")
+    return kernel_layout(model) + ("" if path == "none" else f"|{path}") + ("|lean" if supports(model) else "")
 
 
 def default_eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
