@@ -21,11 +21,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from generation.gated_mlp import GATED_MLPS
 from generation.invariant_attention import MAX_ROWS, NAME, invariant_attention
+from generation.quantized import ACT, MIN_WIDE_ROWS
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
     from transformers.cache_utils import Cache
+
+assert MAX_ROWS < MIN_WIDE_ROWS  # a lean pass never takes the quantized layers' prefill product
 
 # Decoder layers whose forward is residual + attention(norm(x)), residual + mlp(norm(x)) with
 # attention = o_proj(attend(rope(q_proj(x)), rope(k_proj(x)), v_proj(x))): the glue written out below.
@@ -44,8 +48,10 @@ def supports(model: PreTrainedModel) -> bool:
     if inner.rotary_emb.rope_type != "default" or getattr(model.config, "pretraining_tp", 1) != 1:
         return False
     for layer in layers:
-        attn = getattr(layer, "self_attn", None)
+        attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
         if type(layer).__name__ not in _LAYERS or attn is None or getattr(attn, "sliding_window", None):
+            return False
+        if type(mlp).__name__ not in (*GATED_MLPS, "GatedMLP"):
             return False
         if any(hasattr(attn, name) for name in ("q_norm", "k_norm")):
             return False
@@ -71,7 +77,7 @@ def lean_forward(model: PreTrainedModel, input_ids: torch.Tensor, cache: Cache, 
         residual = hidden
         hidden = residual + _attention(layer.self_attn, layer.input_layernorm.forward(hidden), cos, sin, cache)
         residual = hidden
-        hidden = residual + layer.mlp.forward(layer.post_attention_layernorm.forward(hidden))
+        hidden = residual + _mlp(layer.mlp, layer.post_attention_layernorm.forward(hidden))
     hidden = inner.norm.forward(hidden)
     if last_only:
         hidden = hidden[:, -1:, :]
@@ -80,14 +86,29 @@ def lean_forward(model: PreTrainedModel, input_ids: torch.Tensor, cache: Cache, 
 
 def _attention(attn: torch.nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: Cache):
     hidden_shape = (*hidden.shape[:-1], -1, attn.head_dim)
-    query = attn.q_proj.forward(hidden).view(hidden_shape).transpose(1, 2)
-    key = attn.k_proj.forward(hidden).view(hidden_shape).transpose(1, 2)
-    value = attn.v_proj.forward(hidden).view(hidden_shape).transpose(1, 2)
+    query, key, value = (
+        p.view(hidden_shape).transpose(1, 2) for p in _products((attn.q_proj, attn.k_proj, attn.v_proj), hidden)
+    )
     query = (query * cos) + (_rotate_half(query) * sin)
     key = (key * cos) + (_rotate_half(key) * sin)
     key, value = cache.update(key, value, attn.layer_idx)
     out, _ = invariant_attention(attn, query, key, value, None, scaling=attn.scaling)
     return attn.o_proj.forward(out.reshape(*hidden.shape[:-1], -1).contiguous())
+
+
+def _mlp(mlp: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """down(act(gate(x)) * up(x)), the forward of every MLP `supports` admits on a decoding pass."""
+    gate, up = _products((mlp.gate_proj, mlp.up_proj), hidden)
+    return _products((mlp.down_proj,), mlp.act_fn(gate) * up)[0]
+
+
+def _products(layers: tuple[torch.nn.Module, ...], x: torch.Tensor) -> list[torch.Tensor]:
+    """Each layer's forward of `x`. Quantized layers share one conversion of `x` to their kernels' dtype,
+    and skip their forward's checks for a prefill-sized pass (at most MAX_ROWS rows is never one)."""
+    if not all(hasattr(layer, "narrow") for layer in layers):
+        return [layer.forward(x) for layer in layers]
+    rows = x.reshape(-1, x.shape[-1]).to(ACT)
+    return [layer.narrow(rows, x.dtype).reshape(*x.shape[:-1], layer.out_features) for layer in layers]
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

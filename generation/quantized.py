@@ -78,11 +78,14 @@ class Int4Linear(nn.Module):
         rows = x.reshape(-1, self.in_features)
         y = self.wide_product(rows)
         if y is None:
-            y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows.to(ACT), self.packed, self.group, self.scales_zeros)
-        y = y.to(x.dtype)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*x.shape[:-1], self.out_features)
+            return self.narrow(rows.to(ACT), x.dtype).reshape(*x.shape[:-1], self.out_features)
+        return _with_bias(y.to(x.dtype), self.bias).reshape(*x.shape[:-1], self.out_features)
+
+    def narrow(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """The kernel's product for `rows` [n, in] already in ACT, as `dtype` plus the bias: what `forward`
+        computes for a decoding pass, for callers that convert one input once for several layers."""
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.packed, self.group, self.scales_zeros)
+        return _with_bias(y.to(dtype), self.bias)
 
     def takes_wide(self, n_rows: int) -> bool:
         """Does a pass of `n_rows` rows dequantize and multiply (prefill) instead of calling the kernel?"""
@@ -124,6 +127,10 @@ class Int4Linear(nn.Module):
             if exact is not None:
                 weight[g].copy_(exact)
         return weight.reshape(self.in_features, self.out_features)
+
+
+def _with_bias(y: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return y if bias is None else y + bias
 
 
 _WORKSPACES = threading.local()
@@ -220,11 +227,12 @@ class Int8Linear(nn.Module):
         rows = x.reshape(-1, self.in_features)
         y = self.wide_product(rows)
         if y is None:
-            y = torch._weight_int8pack_mm(rows.to(ACT), self.weight_int8, self.scales)
-        y = y.to(x.dtype)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*x.shape[:-1], self.out_features)
+            return self.narrow(rows.to(ACT), x.dtype).reshape(*x.shape[:-1], self.out_features)
+        return _with_bias(y.to(x.dtype), self.bias).reshape(*x.shape[:-1], self.out_features)
+
+    def narrow(self, rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """As Int4Linear.narrow, on the int8 kernel."""
+        return _with_bias(torch._weight_int8pack_mm(rows, self.weight_int8, self.scales).to(dtype), self.bias)
 
     def takes_wide(self, n_rows: int) -> bool:
         """Does a pass of `n_rows` rows dequantize and multiply (prefill) instead of calling the kernel?"""
