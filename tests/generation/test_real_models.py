@@ -97,6 +97,24 @@ def test_on_each_fast_path_a_plain_step_and_the_widest_verification_pass_give_bi
     assert np.array_equal(rows(lm.extend(new)), plain)
 
 
+def test_on_the_int4_path_lean_passes_give_transformers_own_logits_for_target_and_draft(monkeypatch_module):
+    import torch
+
+    from generation.cached_lm import CachedLM
+    from generation.models import load_models
+
+    monkeypatch_module.setenv("SPECRAG_HOME", os.environ["SPECRAG_REAL_HOME"])
+    models = load_models(quant="int4")
+    prompt, _ = runbook_prompt(models.tokenizer, "What does exit code 137 mean?")
+    for model in (models.target, models.draft):
+        own, lean = CachedLM(model, keep_snapshot=False), CachedLM(model, keep_snapshot=False)
+        own.lean = False
+        assert lean.lean  # the packaged models' layers are ones the lean pass writes out
+        own.prefill(prompt[:-17]), lean.prefill(prompt[:-17])
+        assert torch.equal(own.extend(prompt[-17:]), lean.extend(prompt[-17:]))
+        assert torch.equal(own.extend(prompt[5:6], last_only=True), lean.extend(prompt[5:6], last_only=True))
+
+
 def test_the_gguf_tokenizer_matches_transformers_conversion_of_the_packaged_target(monkeypatch_module):
     """llama.cpp tokenizes for the llama.cpp paths (gguf_tokenizer.py); transformers' conversion of the same
     GGUF tokenized before: the corpora, prompts and decoded text must come out the same."""
