@@ -1,7 +1,5 @@
 """The lean decoding pass: the model's own logits and cache, bit for bit, without transformers' glue."""
 
-import copy
-
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
@@ -14,25 +12,19 @@ from generation.quantized_model import quantize_module_tree
 from tiny import tiny_lm, tiny_wide_head_lm
 
 
-def tiny_llama() -> LlamaForCausalLM:
-    torch.manual_seed(3)
-    config = LlamaConfig(
-        vocab_size=257,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    return LlamaForCausalLM(config).eval()
+def tiny(model_class: type, config_class: type, seed: int):
+    """A random 2-layer model of another family than tiny.py's Qwen2."""
+    torch.manual_seed(seed)
+    sizes = {"hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2}
+    config = config_class(vocab_size=257, num_hidden_layers=2, max_position_embeddings=512, **sizes)
+    return model_class(config).eval()
 
 
 MODELS = {
     "qwen2 int4": lambda: quantize_module_tree(tiny_wide_head_lm(0, sharpness=20.0), "int4"),
     "qwen2 int8": lambda: quantize_module_tree(tiny_wide_head_lm(0, sharpness=20.0), "int8"),
     "qwen2 float32": lambda: use_invariant_attention(tiny_lm(0)),
-    "llama int4": lambda: quantize_module_tree(tiny_llama(), "int4"),
+    "llama int4": lambda: quantize_module_tree(tiny(LlamaForCausalLM, LlamaConfig, 3), "int4"),
 }
 
 
@@ -75,20 +67,9 @@ def test_decoding_passes_skip_the_decoder_layers_forward_and_prefill_keeps_it(mo
 
 def test_models_whose_forward_it_does_not_reproduce_keep_their_own():
     assert not supports(tiny_lm(0))  # transformers' attention, not the row-wise one
-    hooked = use_invariant_attention(copy.deepcopy(tiny_lm(0)))
+    hooked = use_invariant_attention(tiny_lm(0))
     hooked.model.layers[1].mlp.register_forward_hook(lambda *args: None)
     assert not supports(hooked)  # calling forward directly would skip the hook
-    torch.manual_seed(0)
-    qwen3 = Qwen3ForCausalLM(
-        Qwen3Config(
-            vocab_size=64,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=1,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-        )
-    )
+    qwen3 = tiny(Qwen3ForCausalLM, Qwen3Config, 0)
     assert not supports(use_invariant_attention(qwen3))  # q and k norms: glue not written out here
     assert not CachedLM(qwen3).lean
