@@ -17,6 +17,8 @@ models whose layers it knows (`supports`); anything else, prefill included, take
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -53,7 +55,7 @@ def supports(model: PreTrainedModel) -> bool:
             return False
         if type(mlp).__name__ not in (*GATED_MLPS, "GatedMLP"):
             return False
-        if any(hasattr(attn, name) for name in ("q_norm", "k_norm")):
+        if any(hasattr(attn, name) for name in ("q_norm", "k_norm")) or _rope(attn) is None:
             return False
     if len(layers) != model.config.num_hidden_layers:
         return False
@@ -71,11 +73,11 @@ def lean_forward(model: PreTrainedModel, input_ids: torch.Tensor, cache: Cache, 
         raise ValueError(f"lean_forward runs passes of at most {MAX_ROWS} tokens, got {n}")
     hidden = inner.embed_tokens.forward(input_ids)
     position_ids = (torch.arange(n, device=hidden.device) + cache.get_seq_length()).unsqueeze(0)
-    cos, sin = inner.rotary_emb.forward(hidden, position_ids)
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    rotary = inner.rotary_emb.forward(hidden, position_ids)
+    rope = _rope(inner.layers[0].self_attn)
     for layer in inner.layers:
         residual = hidden
-        hidden = residual + _attention(layer.self_attn, layer.input_layernorm.forward(hidden), cos, sin, cache)
+        hidden = residual + _attention(layer.self_attn, layer.input_layernorm.forward(hidden), rope, rotary, cache)
         residual = hidden
         hidden = residual + _mlp(layer.mlp, layer.post_attention_layernorm.forward(hidden))
     hidden = inner.norm.forward(hidden)
@@ -84,13 +86,14 @@ def lean_forward(model: PreTrainedModel, input_ids: torch.Tensor, cache: Cache, 
     return model.lm_head.forward(hidden)
 
 
-def _attention(attn: torch.nn.Module, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: Cache):
+def _attention(
+    attn: torch.nn.Module, hidden: torch.Tensor, rope: Callable, rotary: tuple[torch.Tensor, torch.Tensor], cache: Cache
+) -> torch.Tensor:
     hidden_shape = (*hidden.shape[:-1], -1, attn.head_dim)
     query, key, value = (
         p.view(hidden_shape).transpose(1, 2) for p in _products((attn.q_proj, attn.k_proj, attn.v_proj), hidden)
     )
-    query = (query * cos) + (_rotate_half(query) * sin)
-    key = (key * cos) + (_rotate_half(key) * sin)
+    query, key = rope(query, key, *rotary)
     key, value = cache.update(key, value, attn.layer_idx)
     out, _ = invariant_attention(attn, query, key, value, None, scaling=attn.scaling)
     return attn.o_proj.forward(out.reshape(*hidden.shape[:-1], -1).contiguous())
@@ -111,6 +114,6 @@ def _products(layers: tuple[torch.nn.Module, ...], x: torch.Tensor) -> list[torc
     return [layer.narrow(rows, x.dtype).reshape(*x.shape[:-1], layer.out_features) for layer in layers]
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def _rope(attn: torch.nn.Module) -> Callable | None:
+    """The `apply_rotary_pos_emb` of the attention module's own modeling file, the one its forward calls."""
+    return getattr(sys.modules.get(type(attn).__module__), "apply_rotary_pos_emb", None)
